@@ -1,0 +1,156 @@
+package dev.holdfast;
+
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.Lock;
+
+/**
+ * A reentrant lock with one holder across every process that shares the Redis deployment.
+ *
+ * <p>The holder is a <em>thread of a {@link LockClient}</em>: the same thread may acquire the lock
+ * again (each acquisition needs its own {@link #unlock()}), any other thread — in this JVM or
+ * elsewhere — waits. Only the holding thread may {@code unlock()}.
+ *
+ * <h2>Leases</h2>
+ * Every hold has a lease in Redis, so a crashed holder cannot block others forever.
+ * <ul>
+ *   <li>Methods without a lease argument ({@link #lock()}, {@link #lockInterruptibly()},
+ *       {@link #tryLock()}, {@link #tryLock(long, TimeUnit)}) use the client's <b>watchdog</b>: the
+ *       lease is {@code holdfast.watchdog-timeout} (30 s by default) and is renewed every third of
+ *       it until the last {@code unlock()}, or until the client is closed.</li>
+ *   <li>Methods with a lease ({@link #lock(long, TimeUnit)}, {@link #tryLock(long, long, TimeUnit)},
+ *       {@link #lockInterruptibly(long, TimeUnit)}) set exactly that lease and never renew it; when
+ *       it runs out the lock is free again, whether or not the holder is done.</li>
+ * </ul>
+ * If a watchdog renewal finds the hold gone, the client reports a {@link LockLost} to its
+ * listeners and the holder's next {@code unlock()} throws an {@link IllegalMonitorStateException}
+ * saying so.
+ *
+ * <h2>Waiting</h2>
+ * Waiters do not poll: they wait for the unlock message Redis publishes on the lock's channel, and
+ * every wait is bounded by the holder's remaining lease, so a lost message costs at most that.
+ *
+ * <h2>Thread safety</h2>
+ * Handles are immutable, cheap, and safe to share between threads; two handles for the same name
+ * from the same client are interchangeable. Every method may block on Redis I/O for up to the
+ * configured timeout (and retries), and throws {@link LockException} when Redis cannot be reached.
+ */
+public interface DistributedLock extends Lock {
+
+  /** The lock's name, as given to {@link LockClient#getLock(String)} (without the key prefix). */
+  String getName();
+
+  /**
+   * Acquires the lock, waiting as long as it takes; uninterruptible like {@link Lock#lock()}:
+   * an interrupt while waiting is remembered and the flag restored once the lock is held.
+   * The lease is kept alive by the watchdog.
+   *
+   * @throws LockException if Redis cannot be reached
+   */
+  @Override
+  void lock();
+
+  /**
+   * Acquires the lock with a fixed lease and no watchdog, waiting as long as it takes
+   * (uninterruptibly, like {@link #lock()}).
+   *
+   * @param leaseTime how long the lock stays held unless unlocked first; must be positive
+   * @throws IllegalArgumentException if {@code leaseTime} is not positive
+   * @throws LockException if Redis cannot be reached
+   */
+  void lock(long leaseTime, TimeUnit unit);
+
+  /**
+   * Like {@link #lock()}, but gives up when the thread is interrupted.
+   *
+   * @throws InterruptedException if the thread is interrupted on entry or while waiting; the lock
+   *     is then not held (by this acquisition)
+   */
+  @Override
+  void lockInterruptibly() throws InterruptedException;
+
+  /**
+   * Like {@link #lock(long, TimeUnit)}, but gives up when the thread is interrupted.
+   *
+   * @throws InterruptedException if the thread is interrupted on entry or while waiting
+   * @throws IllegalArgumentException if {@code leaseTime} is not positive
+   */
+  void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Acquires the lock only if it is free (or already held by this thread) right now, with the
+   * watchdog lease. One round trip to Redis; never waits for another holder.
+   *
+   * @return whether the lock is now held by this thread
+   */
+  @Override
+  boolean tryLock();
+
+  /**
+   * Acquires the lock with the watchdog lease, waiting at most {@code waitTime}.
+   *
+   * @param waitTime how long to wait for another holder to let go; zero or negative means do not
+   *     wait
+   * @return whether the lock is now held by this thread
+   * @throws InterruptedException if the thread is interrupted on entry or while waiting
+   */
+  @Override
+  boolean tryLock(long waitTime, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Acquires the lock with a fixed lease (no watchdog), waiting at most {@code waitTime}.
+   *
+   * @param waitTime how long to wait; zero or negative means do not wait
+   * @param leaseTime how long the lock stays held unless unlocked first; must be positive
+   * @return whether the lock is now held by this thread
+   * @throws InterruptedException if the thread is interrupted on entry or while waiting
+   * @throws IllegalArgumentException if {@code leaseTime} is not positive
+   */
+  boolean tryLock(long waitTime, long leaseTime, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Releases one hold of this thread. The last release deletes the lock and wakes a waiter; an
+   * earlier one only decrements the hold count (and refreshes the lease).
+   *
+   * @throws IllegalMonitorStateException if this thread does not hold the lock; the message says
+   *     whether the lock was lost (expired, force-unlocked, Redis lost it) rather than never held
+   * @throws LockException if Redis cannot be reached (the hold is then unchanged as far as this
+   *     client knows, and calling {@code unlock()} again is safe)
+   */
+  @Override
+  void unlock();
+
+  /**
+   * Not supported: a distributed lock has no conditions.
+   *
+   * @throws UnsupportedOperationException always
+   */
+  @Override
+  Condition newCondition();
+
+  /**
+   * Deletes the lock whoever holds it and wakes a waiter. The holder is not told directly: its
+   * watchdog (if any) reports a {@link LockLost}, and its {@code unlock()} fails.
+   *
+   * @return {@code true} if a lock was deleted, {@code false} if it was not held
+   */
+  boolean forceUnlock();
+
+  /** Whether any thread of any client holds the lock now. */
+  boolean isLocked();
+
+  /** Whether the calling thread holds the lock now, according to Redis. */
+  boolean isHeldByCurrentThread();
+
+  /** Whether the thread with this id, of this client, holds the lock now. */
+  boolean isHeldByThread(long threadId);
+
+  /** The calling thread's hold count according to Redis; 0 when it does not hold the lock. */
+  int getHoldCount();
+
+  /**
+   * The lock's remaining lease in milliseconds: {@code -2} when the lock is not held, {@code -1}
+   * when it is held with no expiry (set by something other than Holdfast or Redisson).
+   */
+  long remainTimeToLive();
+}

@@ -1,0 +1,100 @@
+package dev.holdfast;
+
+import dev.holdfast.engine.LockEngine;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * The entry point: a connection to one Redis deployment (standalone, Sentinel or Cluster), the
+ * factory of {@link DistributedLock} handles, and the owner of the lease watchdog.
+ *
+ * <pre>{@code
+ * try (LockClient locks = LockClient.create(Map.of("holdfast.redis.address", "redis://localhost:6379"))) {
+ *   DistributedLock lock = locks.getLock("nightly-report");
+ *   lock.lock();
+ *   try {
+ *     // one holder across every process using this Redis
+ *   } finally {
+ *     lock.unlock();
+ *   }
+ * }
+ * }</pre>
+ *
+ * <p>Create one client per application and share it: it is thread-safe, and each client has its
+ * own identity, so two clients in one JVM exclude each other like two processes do. Closing the
+ * client stops lease renewals (held locks then expire within their lease), wakes and fails its
+ * waiting threads and closes its connections; it is idempotent.
+ */
+public final class LockClient implements AutoCloseable {
+
+  private final LockEngine engine;
+
+  private LockClient(LockEngine engine) {
+    this.engine = engine;
+  }
+
+  /**
+   * Creates a client from {@code holdfast.*} keys (see {@link LockClientConfig} for the table);
+   * an empty map means {@code redis://localhost:6379}.
+   *
+   * @throws IllegalArgumentException naming the key when a value is invalid
+   * @throws LockException if a cluster or sentinel deployment cannot be discovered
+   */
+  public static LockClient create(Map<String, String> properties) {
+    return create(LockClientConfig.fromProperties(properties));
+  }
+
+  /**
+   * Creates a client from a typed configuration.
+   *
+   * @throws LockException if a cluster or sentinel deployment cannot be discovered
+   */
+  public static LockClient create(LockClientConfig config) {
+    return new LockClient(LockEngine.start(Objects.requireNonNull(config, "config")));
+  }
+
+  /**
+   * A handle on the lock called {@code name}. No I/O: handles are cheap, immutable and may be
+   * shared or thrown away. The Redis key is {@code holdfast.key-prefix + name}.
+   *
+   * @throws IllegalArgumentException if the name is empty or has a malformed hash tag (a
+   *     {@code '{'} without a following non-empty {@code {...}} pair)
+   */
+  public DistributedLock getLock(String name) {
+    return engine.lock(name);
+  }
+
+  /**
+   * Registers a listener told when the watchdog finds that a lock held by this client was lost
+   * (see {@link LockLost}). Listeners run on the watchdog's thread: keep them short and
+   * non-blocking. A listener that throws is logged and does not affect others.
+   *
+   * @return a registration whose {@link Registration#close()} removes the listener
+   */
+  public Registration onLockLost(Consumer<? super LockLost> listener) {
+    Runnable remove = engine.addLockLostListener(listener);
+    return remove::run;
+  }
+
+  /** This client's identity, the first half of its hash fields {@code <clientId>:<threadId>}. */
+  public String getClientId() {
+    return engine.clientId();
+  }
+
+  /**
+   * Stops renewals, wakes waiting threads (they fail with {@link IllegalStateException}) and
+   * closes connections. Locks still held are not released: they expire within their lease.
+   */
+  @Override
+  public void close() {
+    engine.close();
+  }
+
+  /** A listener registration; closing it twice is harmless. */
+  @FunctionalInterface
+  public interface Registration extends AutoCloseable {
+    @Override
+    void close();
+  }
+}

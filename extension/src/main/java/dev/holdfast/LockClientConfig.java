@@ -1,0 +1,351 @@
+package dev.holdfast;
+
+import dev.holdfast.engine.ConfigValues;
+import java.net.URI;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import javax.net.ssl.SSLSocketFactory;
+
+/**
+ * Everything a {@link LockClient} needs to know: where Redis is and how the locks behave.
+ *
+ * <p>Build one with {@link #builder()}, or read one from the {@code holdfast.*} keys with
+ * {@link #fromProperties(Map)} — the same keys MicroProfile Config users put in
+ * {@code microprofile-config.properties}:
+ *
+ * <table>
+ *   <caption>Configuration keys</caption>
+ *   <tr><th>key</th><th>default</th><th>meaning</th></tr>
+ *   <tr><td>{@code holdfast.redis.mode}</td><td>{@code standalone}</td>
+ *       <td>{@code standalone}, {@code sentinel} or {@code cluster}</td></tr>
+ *   <tr><td>{@code holdfast.redis.address}</td><td>{@code redis://localhost:6379}</td>
+ *       <td>standalone server; {@code rediss://} for TLS; user, password and database may be in
+ *       the URI ({@code redis://user:secret@host:6379/2})</td></tr>
+ *   <tr><td>{@code holdfast.redis.nodes}</td><td>—</td>
+ *       <td>comma-separated {@code host:port} seeds (cluster) or sentinels (sentinel);
+ *       {@code rediss://host:port} entries for TLS</td></tr>
+ *   <tr><td>{@code holdfast.redis.sentinel.master}</td><td>—</td><td>the master name the
+ *       sentinels monitor</td></tr>
+ *   <tr><td>{@code holdfast.redis.username}, {@code .password}</td><td>—</td><td>ACL user and
+ *       password (override the URI's)</td></tr>
+ *   <tr><td>{@code holdfast.redis.database}</td><td>0</td><td>database index (not in cluster
+ *       mode)</td></tr>
+ *   <tr><td>{@code holdfast.redis.timeout}</td><td>{@code 2s}</td><td>connect and socket
+ *       timeout</td></tr>
+ *   <tr><td>{@code holdfast.redis.pool.max-size}</td><td>64</td><td>command connections per
+ *       node; waiting threads use none</td></tr>
+ *   <tr><td>{@code holdfast.watchdog-timeout}</td><td>{@code 30s}</td><td>lease kept alive by
+ *       the watchdog, renewed every third of it</td></tr>
+ *   <tr><td>{@code holdfast.key-prefix}</td><td>empty</td><td>prepended to every lock
+ *       key</td></tr>
+ * </table>
+ *
+ * <p>Durations are written {@code 500ms}, {@code 30s}, {@code 5m}, {@code 1h} or in ISO-8601
+ * ({@code PT30S}). Instances are immutable and thread-safe; {@link #toString()} never shows a
+ * password.
+ */
+public final class LockClientConfig {
+
+  /** How Holdfast finds the Redis servers. */
+  public enum Mode {
+    /** One server (or a proxy in front of one) at {@code holdfast.redis.address}. */
+    STANDALONE,
+    /** A master found through the sentinels in {@code holdfast.redis.nodes}. */
+    SENTINEL,
+    /** A Redis Cluster discovered from the seeds in {@code holdfast.redis.nodes}. */
+    CLUSTER
+  }
+
+  public static final String MODE = "holdfast.redis.mode";
+  public static final String ADDRESS = "holdfast.redis.address";
+  public static final String NODES = "holdfast.redis.nodes";
+  public static final String SENTINEL_MASTER = "holdfast.redis.sentinel.master";
+  public static final String USERNAME = "holdfast.redis.username";
+  public static final String PASSWORD = "holdfast.redis.password";
+  public static final String DATABASE = "holdfast.redis.database";
+  public static final String TIMEOUT = "holdfast.redis.timeout";
+  public static final String POOL_MAX_SIZE = "holdfast.redis.pool.max-size";
+  public static final String WATCHDOG_TIMEOUT = "holdfast.watchdog-timeout";
+  public static final String KEY_PREFIX = "holdfast.key-prefix";
+
+  /** Every key this class reads; other {@code holdfast.redis.*} keys are rejected as typos. */
+  public static final List<String> KEYS = List.of(MODE, ADDRESS, NODES, SENTINEL_MASTER, USERNAME,
+      PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX);
+
+  static final String DEFAULT_ADDRESS = "redis://localhost:6379";
+
+  private final Mode mode;
+  private final URI address;
+  private final List<URI> nodes;
+  private final String sentinelMaster;
+  private final String username;
+  private final String password;
+  private final int database;
+  private final Duration timeout;
+  private final int poolMaxSize;
+  private final Duration watchdogTimeout;
+  private final String keyPrefix;
+  private final SSLSocketFactory sslSocketFactory;
+
+  private LockClientConfig(Builder b) {
+    this.mode = b.mode;
+    this.address = b.address;
+    this.nodes = List.copyOf(b.nodes);
+    this.sentinelMaster = b.sentinelMaster;
+    this.username = b.username;
+    this.password = b.password;
+    this.database = b.database;
+    this.timeout = b.timeout;
+    this.poolMaxSize = b.poolMaxSize;
+    this.watchdogTimeout = b.watchdogTimeout;
+    this.keyPrefix = b.keyPrefix;
+    this.sslSocketFactory = b.sslSocketFactory;
+  }
+
+  /** A builder with every default in place. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * Reads the {@code holdfast.*} keys of the table above; other {@code holdfast.*} keys with more
+   * than one segment after {@code holdfast.} (such as the CDI layer's) are ignored.
+   *
+   * @throws IllegalArgumentException naming the key and the bad value (never a password) when a
+   *     value cannot be parsed, a {@code holdfast.redis.*} or top-level {@code holdfast.*} key is
+   *     unknown, or values contradict each other
+   */
+  public static LockClientConfig fromProperties(Map<String, String> properties) {
+    Objects.requireNonNull(properties, "properties");
+    return ConfigValues.read(properties, builder()).build();
+  }
+
+  public Mode mode() {
+    return mode;
+  }
+
+  /** The standalone server's URI (credentials included when they were given in it). */
+  public URI address() {
+    return address;
+  }
+
+  /** Cluster seeds or sentinels, as {@code redis://host:port} or {@code rediss://host:port}. */
+  public List<URI> nodes() {
+    return nodes;
+  }
+
+  public Optional<String> sentinelMaster() {
+    return Optional.ofNullable(sentinelMaster);
+  }
+
+  /** The ACL user: the {@code username} setting, else the one in the address URI. */
+  public Optional<String> username() {
+    return Optional.ofNullable(username);
+  }
+
+  /** The password: the {@code password} setting, else the one in the address URI. */
+  public Optional<String> password() {
+    return Optional.ofNullable(password);
+  }
+
+  public int database() {
+    return database;
+  }
+
+  public Duration timeout() {
+    return timeout;
+  }
+
+  public int poolMaxSize() {
+    return poolMaxSize;
+  }
+
+  public Duration watchdogTimeout() {
+    return watchdogTimeout;
+  }
+
+  public String keyPrefix() {
+    return keyPrefix;
+  }
+
+  /** Whether connections use TLS ({@code rediss://} addresses). */
+  public boolean tls() {
+    return mode == Mode.STANDALONE
+        ? "rediss".equals(address.getScheme())
+        : nodes.stream().anyMatch(n -> "rediss".equals(n.getScheme()));
+  }
+
+  /** The TLS socket factory set on the builder, if any; else the JVM default is used. */
+  public Optional<SSLSocketFactory> sslSocketFactory() {
+    return Optional.ofNullable(sslSocketFactory);
+  }
+
+  @Override
+  public String toString() {
+    return "LockClientConfig{mode=" + mode.name().toLowerCase(Locale.ROOT)
+        + (mode == Mode.STANDALONE ? ", address=" + ConfigValues.redact(address)
+            : ", nodes=" + nodes.stream().map(ConfigValues::redact).toList())
+        + (sentinelMaster == null ? "" : ", sentinelMaster=" + sentinelMaster)
+        + (username == null ? "" : ", username=" + username)
+        + (password == null ? "" : ", password=***")
+        + ", database=" + database + ", timeout=" + timeout + ", poolMaxSize=" + poolMaxSize
+        + ", watchdogTimeout=" + watchdogTimeout + ", keyPrefix='" + keyPrefix + "'}";
+  }
+
+  /**
+   * Collects settings; {@link #build()} checks that they fit together. Setters throw
+   * {@link IllegalArgumentException} for a value that can never be right. Not thread-safe.
+   */
+  public static final class Builder {
+    private Mode mode = Mode.STANDALONE;
+    private URI address = URI.create(DEFAULT_ADDRESS);
+    private List<URI> nodes = List.of();
+    private String sentinelMaster;
+    private String username;
+    private String password;
+    private Integer database;
+    private Duration timeout = Duration.ofSeconds(2);
+    private int poolMaxSize = 64;
+    private Duration watchdogTimeout = Duration.ofSeconds(30);
+    private String keyPrefix = "";
+    private SSLSocketFactory sslSocketFactory;
+
+    private Builder() {
+    }
+
+    public Builder mode(Mode mode) {
+      this.mode = Objects.requireNonNull(mode, "mode");
+      return this;
+    }
+
+    /** A {@code redis://} or {@code rediss://} URI; see {@link LockClientConfig}. */
+    public Builder address(String uri) {
+      this.address = ConfigValues.redisUri(ADDRESS, uri);
+      return this;
+    }
+
+    /** Cluster seeds or sentinels: {@code host:port}, {@code redis://host:port}, {@code rediss://host:port}. */
+    public Builder nodes(List<String> nodes) {
+      Objects.requireNonNull(nodes, "nodes");
+      this.nodes = nodes.stream().map(n -> ConfigValues.redisUri(NODES, n)).toList();
+      return this;
+    }
+
+    public Builder sentinelMaster(String name) {
+      this.sentinelMaster = ConfigValues.nonBlank(SENTINEL_MASTER, name);
+      return this;
+    }
+
+    public Builder username(String username) {
+      this.username = ConfigValues.nonBlank(USERNAME, username);
+      return this;
+    }
+
+    public Builder password(String password) {
+      this.password = Objects.requireNonNull(password, PASSWORD);
+      return this;
+    }
+
+    public Builder database(int database) {
+      if (database < 0) {
+        throw new IllegalArgumentException(DATABASE + " must not be negative, but was " + database);
+      }
+      this.database = database;
+      return this;
+    }
+
+    public Builder timeout(Duration timeout) {
+      this.timeout = ConfigValues.positive(TIMEOUT, timeout);
+      return this;
+    }
+
+    public Builder poolMaxSize(int size) {
+      if (size < 1) {
+        throw new IllegalArgumentException(POOL_MAX_SIZE + " must be at least 1, but was " + size);
+      }
+      this.poolMaxSize = size;
+      return this;
+    }
+
+    /** The watchdog lease; renewed every third of it. At least 300 ms. */
+    public Builder watchdogTimeout(Duration timeout) {
+      ConfigValues.positive(WATCHDOG_TIMEOUT, timeout);
+      if (timeout.toMillis() < 300) {
+        throw new IllegalArgumentException(
+            WATCHDOG_TIMEOUT + " must be at least 300ms, but was " + timeout.toMillis() + "ms");
+      }
+      this.watchdogTimeout = timeout;
+      return this;
+    }
+
+    public Builder keyPrefix(String prefix) {
+      this.keyPrefix = Objects.requireNonNull(prefix, KEY_PREFIX);
+      return this;
+    }
+
+    /** TLS socket factory for {@code rediss://} connections, e.g. one trusting a private CA. */
+    public Builder sslSocketFactory(SSLSocketFactory factory) {
+      this.sslSocketFactory = Objects.requireNonNull(factory, "sslSocketFactory");
+      return this;
+    }
+
+    /**
+     * Checks the settings against each other and the mode, fills credentials and database from
+     * the address URI where not set explicitly, and builds the configuration.
+     *
+     * @throws IllegalArgumentException naming the keys that contradict each other
+     */
+    public LockClientConfig build() {
+      switch (mode) {
+        case STANDALONE -> {
+          ConfigValues.UserInfo info = ConfigValues.userInfo(address);
+          if (username == null) {
+            username = info.username();
+          }
+          if (password == null) {
+            password = info.password();
+          }
+          Integer fromPath = ConfigValues.databaseFromPath(address);
+          if (database == null) {
+            database = fromPath;
+          }
+        }
+        case SENTINEL -> {
+          requireNodes("sentinel");
+          if (sentinelMaster == null) {
+            throw new IllegalArgumentException(
+                SENTINEL_MASTER + " is required when " + MODE + "=sentinel");
+          }
+        }
+        case CLUSTER -> {
+          requireNodes("cluster");
+          if (database != null && database != 0) {
+            throw new IllegalArgumentException(DATABASE + "=" + database
+                + " is not possible with " + MODE + "=cluster: Redis Cluster has only database 0");
+          }
+        }
+      }
+      if (mode != Mode.STANDALONE) {
+        long schemes = nodes.stream().map(URI::getScheme).distinct().count();
+        if (schemes > 1) {
+          throw new IllegalArgumentException(
+              NODES + " mixes redis:// and rediss:// entries; use one scheme for all nodes");
+        }
+      }
+      if (database == null) {
+        database = 0;
+      }
+      return new LockClientConfig(this);
+    }
+
+    private void requireNodes(String modeName) {
+      if (nodes.isEmpty()) {
+        throw new IllegalArgumentException(NODES + " is required when " + MODE + "=" + modeName);
+      }
+    }
+  }
+}

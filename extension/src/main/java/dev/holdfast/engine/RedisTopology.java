@@ -1,0 +1,303 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.LockClientConfig;
+import dev.holdfast.LockException;
+import java.net.URI;
+import java.time.Duration;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import redis.clients.jedis.Connection;
+import redis.clients.jedis.ConnectionPoolConfig;
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.JedisClientConfig;
+import redis.clients.jedis.RedisClient;
+import redis.clients.jedis.RedisClusterClient;
+import redis.clients.jedis.RedisProtocol;
+import redis.clients.jedis.RedisSentinelClient;
+import redis.clients.jedis.UnifiedJedis;
+import redis.clients.jedis.exceptions.JedisConnectionException;
+import redis.clients.jedis.exceptions.JedisException;
+import redis.clients.jedis.exceptions.JedisNoScriptException;
+import redis.clients.jedis.providers.ClusterConnectionProvider;
+import redis.clients.jedis.util.JedisClusterCRC16;
+
+/**
+ * How Holdfast talks to one Redis deployment: which Jedis client runs commands, which node a
+ * waiter subscribes to for a channel, and whether unlocks use sharded pub/sub.
+ *
+ * <p>Thread-safe: the Jedis clients pool their connections.
+ */
+abstract class RedisTopology implements AutoCloseable {
+
+  /** Attempts for one script call; replays are safe because the scripts are idempotent. */
+  static final int ATTEMPTS = 3;
+
+  private static final Pattern VERSION = Pattern.compile("redis_version:(\\d+)\\.");
+
+  final JedisClientConfig clientConfig;
+  final Duration timeout;
+  private final JedisClientConfig subscriberConfig;
+
+  private RedisTopology(JedisClientConfig clientConfig, Duration timeout) {
+    this.clientConfig = clientConfig;
+    this.timeout = timeout;
+    // RESP2 so that pub/sub pushes arrive as plain arrays on the subscriber's own connection.
+    this.subscriberConfig = DefaultJedisClientConfig.builder().from(clientConfig)
+        .protocol(RedisProtocol.RESP2).build();
+  }
+
+  static RedisTopology connect(LockClientConfig config, String clientName) {
+    int timeoutMs = Math.toIntExact(config.timeout().toMillis());
+    DefaultJedisClientConfig.Builder common = DefaultJedisClientConfig.builder()
+        .connectionTimeoutMillis(timeoutMs)
+        .socketTimeoutMillis(timeoutMs)
+        .clientName(clientName)
+        .ssl(config.tls());
+    config.sslSocketFactory().ifPresent(common::sslSocketFactory);
+    DefaultJedisClientConfig.Builder data = DefaultJedisClientConfig.builder()
+        .from(common.build())
+        .database(config.database());
+    config.username().ifPresent(data::user);
+    config.password().ifPresent(data::password);
+    ConnectionPoolConfig pool = new ConnectionPoolConfig();
+    pool.setMaxTotal(config.poolMaxSize());
+    pool.setMaxIdle(config.poolMaxSize());
+    pool.setMinIdle(0);
+    pool.setBlockWhenExhausted(true);
+    pool.setMaxWait(config.timeout());
+    try {
+      return switch (config.mode()) {
+        case STANDALONE -> new Standalone(config, data.build(), pool);
+        case SENTINEL -> new Sentinel(config, data.build(), common.build(), pool);
+        case CLUSTER -> new Cluster(config, data.build(), pool);
+      };
+    } catch (JedisException e) {
+      throw new LockException("Cannot connect to Redis (" + describe(config) + "): "
+          + e.getMessage(), e);
+    }
+  }
+
+  static String describe(LockClientConfig config) {
+    return switch (config.mode()) {
+      case STANDALONE -> "standalone " + ConfigValues.redact(config.address());
+      case SENTINEL -> "sentinel master '" + config.sentinelMaster().orElseThrow() + "' via "
+          + config.nodes().stream().map(ConfigValues::redact).toList();
+      case CLUSTER -> "cluster via " + config.nodes().stream().map(ConfigValues::redact).toList();
+    };
+  }
+
+  @Override
+  public abstract void close();
+
+  /** The client that runs commands (scripts, HGET, PTTL). */
+  abstract UnifiedJedis commands();
+
+  /** The node a waiter for {@code channel} subscribes to, from cached topology (no I/O). */
+  abstract HostAndPort subscriberNode(String channel);
+
+  /** Refreshes cached topology after a subscriber connection failed or was moved. */
+  void refreshTopology() {
+  }
+
+  /** Whether unlocks are published with {@code SPUBLISH} and awaited with {@code SSUBSCRIBE}. */
+  boolean sharded() {
+    return false;
+  }
+
+  final String publishCommand() {
+    return sharded() ? "spublish" : "publish";
+  }
+
+  /** Holds whose keys share a group may be renewed by one script call. */
+  Object renewalGroup(String key) {
+    return "all";
+  }
+
+  /** Configuration for a subscriber's dedicated connection (RESP2, not from the pool). */
+  final JedisClientConfig subscriberConfig() {
+    return subscriberConfig;
+  }
+
+  /**
+   * Runs a script with {@code EVALSHA}, loading it with {@code EVAL} when the server does not
+   * know it (restart, failover, {@code SCRIPT FLUSH}). Connection failures are retried with the
+   * same arguments, which the scripts make safe.
+   *
+   * @throws LockException when every attempt failed
+   */
+  final Object eval(LockScript script, List<String> keys, List<String> args) {
+    JedisException last = null;
+    long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
+    for (int attempt = 1; attempt <= attemptsHere(); attempt++) {
+      try {
+        try {
+          return commands().evalsha(script.sha1(), keys, args);
+        } catch (JedisNoScriptException e) {
+          return commands().eval(script.source(), keys, args);
+        }
+      } catch (JedisConnectionException e) {
+        last = e;
+        if (System.nanoTime() > deadline) {
+          break;
+        }
+      } catch (JedisException e) {
+        last = e;
+        break;
+      }
+    }
+    throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
+        + ": " + last.getMessage(), last);
+  }
+
+  /** The cluster client retries by itself; the others get our own retries. */
+  int attemptsHere() {
+    return ATTEMPTS;
+  }
+
+  /** Reads the major version of the server behind {@code node}. */
+  static int majorVersion(HostAndPort node, JedisClientConfig config) {
+    try (Connection c = new Connection(node, config)) {
+      Object info = c.executeCommand(new redis.clients.jedis.CommandArguments(
+          redis.clients.jedis.Protocol.Command.INFO).add("server"));
+      String text = info instanceof byte[] bytes ? new String(bytes, java.nio.charset.StandardCharsets.UTF_8) : String.valueOf(info);
+      Matcher m = VERSION.matcher(text);
+      return m.find() ? Integer.parseInt(m.group(1)) : 0;
+    }
+  }
+
+  static HostAndPort hostAndPort(URI uri) {
+    return new HostAndPort(uri.getHost(), uri.getPort());
+  }
+
+  private static final class Standalone extends RedisTopology {
+    private final RedisClient client;
+    private final HostAndPort node;
+
+    Standalone(LockClientConfig config, JedisClientConfig clientConfig, ConnectionPoolConfig pool) {
+      super(clientConfig, config.timeout());
+      this.node = hostAndPort(config.address());
+      this.client = RedisClient.builder().hostAndPort(node).clientConfig(clientConfig)
+          .poolConfig(pool).build();
+    }
+
+    @Override
+    UnifiedJedis commands() {
+      return client;
+    }
+
+    @Override
+    HostAndPort subscriberNode(String channel) {
+      return node;
+    }
+
+    @Override
+    public void close() {
+      client.close();
+    }
+  }
+
+  private static final class Sentinel extends RedisTopology {
+    private final RedisSentinelClient client;
+
+    Sentinel(LockClientConfig config, JedisClientConfig masterConfig,
+        JedisClientConfig sentinelConfig, ConnectionPoolConfig pool) {
+      super(masterConfig, config.timeout());
+      Set<HostAndPort> sentinels = new LinkedHashSet<>();
+      config.nodes().forEach(n -> sentinels.add(hostAndPort(n)));
+      this.client = RedisSentinelClient.builder()
+          .masterName(config.sentinelMaster().orElseThrow())
+          .sentinels(sentinels)
+          .clientConfig(masterConfig)
+          .sentinelClientConfig(sentinelConfig)
+          .poolConfig(pool)
+          .build();
+    }
+
+    @Override
+    UnifiedJedis commands() {
+      return client;
+    }
+
+    @Override
+    HostAndPort subscriberNode(String channel) {
+      // Jedis follows +switch-master from the sentinels and keeps this current.
+      return client.getCurrentMaster();
+    }
+
+    @Override
+    public void close() {
+      client.close();
+    }
+  }
+
+  private static final class Cluster extends RedisTopology {
+    private final ClusterConnectionProvider provider;
+    private final RedisClusterClient client;
+    private final boolean sharded;
+
+    Cluster(LockClientConfig config, JedisClientConfig clientConfig, ConnectionPoolConfig pool) {
+      super(clientConfig, config.timeout());
+      Set<HostAndPort> seeds = new LinkedHashSet<>();
+      config.nodes().forEach(n -> seeds.add(hostAndPort(n)));
+      this.provider = new ClusterConnectionProvider(seeds, clientConfig, pool);
+      this.client = RedisClusterClient.builder()
+          .nodes(seeds)
+          .clientConfig(clientConfig)
+          .connectionProvider(provider)
+          .maxAttempts(ATTEMPTS)
+          .maxTotalRetriesDuration(config.timeout().multipliedBy(ATTEMPTS + 1))
+          .build();
+      // Sharded pub/sub (Redis 7+) keeps unlock messages on the key's shard instead of
+      // broadcasting them over the cluster bus to every node.
+      HostAndPort any = provider.getNode(0);
+      this.sharded = majorVersion(any == null ? seeds.iterator().next() : any, clientConfig) >= 7;
+    }
+
+    @Override
+    UnifiedJedis commands() {
+      return client;
+    }
+
+    @Override
+    HostAndPort subscriberNode(String channel) {
+      HostAndPort node = provider.getNode(JedisClusterCRC16.getSlot(channel));
+      if (node == null) {
+        provider.renewSlotCache();
+        node = provider.getNode(JedisClusterCRC16.getSlot(channel));
+      }
+      if (node == null) {
+        throw new LockException("No cluster node serves the slot of channel " + channel);
+      }
+      return node;
+    }
+
+    @Override
+    void refreshTopology() {
+      provider.renewSlotCache();
+    }
+
+    @Override
+    boolean sharded() {
+      return sharded;
+    }
+
+    @Override
+    Object renewalGroup(String key) {
+      return JedisClusterCRC16.getSlot(key);
+    }
+
+    @Override
+    int attemptsHere() {
+      return 1;
+    }
+
+    @Override
+    public void close() {
+      client.close();
+    }
+  }
+}

@@ -1,0 +1,203 @@
+package dev.holdfast.engine;
+
+import java.lang.System.Logger.Level;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import redis.clients.jedis.HostAndPort;
+
+/**
+ * Waiting without polling: one {@link WaitEntry} per lock channel, shared by all local waiters of
+ * that lock, and one dedicated subscriber connection per Redis node carrying every channel this
+ * client waits on there.
+ *
+ * <p><b>Design.</b> The set of channels a node's connection should carry is derived from the
+ * entries (desired state). {@link SubscriberConnection#sync()} compares it with what was sent and
+ * writes the difference, under the connection's write lock; because it always reads the newest
+ * desired state, concurrent joins and leaves converge without ordering subscribe against
+ * unsubscribe by hand. A connection that breaks re-resolves its channels' nodes (failover, slot
+ * moves), reconnects, resubscribes and wakes every waiter, since messages may have been lost while
+ * it was away — a lost message must never leave a waiter parked longer than the lock's lease.
+ *
+ * <p>Thread-safe. Lock order: a connection's write lock, then this object's monitor.
+ */
+final class UnlockSubscriptions implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger(UnlockSubscriptions.class.getName());
+
+  /** How often idle subscriber connections prove they are alive. */
+  static final Duration PING_INTERVAL = Duration.ofSeconds(5);
+
+  private final RedisTopology topology;
+  private final String clientName;
+  private final Map<String, WaitEntry> entries = new HashMap<>();
+  private final Map<HostAndPort, SubscriberConnection> connections = new HashMap<>();
+  private boolean closed;
+
+  UnlockSubscriptions(RedisTopology topology, String clientName) {
+    this.topology = topology;
+    this.clientName = clientName;
+  }
+
+  /** Registers the calling thread as a waiter on {@code channel}; pair with {@link #leave}. */
+  WaitEntry join(String channel) {
+    HostAndPort node = topology.subscriberNode(channel);
+    SubscriberConnection connection;
+    WaitEntry entry;
+    synchronized (this) {
+      if (closed) {
+        throw new IllegalStateException("The lock client is closed");
+      }
+      entry = entries.get(channel);
+      if (entry == null) {
+        entry = new WaitEntry(channel, node);
+        entries.put(channel, entry);
+      }
+      entry.references++;
+      connection = connectionFor(entry.node);
+    }
+    connection.sync();
+    return entry;
+  }
+
+  /**
+   * Unregisters a waiter. The last one out unsubscribes. A waiter leaving without the lock
+   * passes its wake-up on, in case it consumed the one meant for the next waiter.
+   */
+  void leave(WaitEntry entry, boolean acquired) {
+    SubscriberConnection connection = null;
+    synchronized (this) {
+      entry.references--;
+      if (entry.references == 0) {
+        entries.remove(entry.channel, entry);
+        entry.subscribed(false);
+        connection = connections.get(entry.node);
+      } else if (!acquired) {
+        entry.wakeOne();
+      }
+    }
+    if (connection != null) {
+      connection.sync();
+    }
+  }
+
+  /** Channels the connection to {@code node} should carry now. */
+  synchronized Set<String> desiredChannels(HostAndPort node) {
+    Set<String> desired = new HashSet<>();
+    for (WaitEntry e : entries.values()) {
+      if (e.node.equals(node)) {
+        desired.add(e.channel);
+      }
+    }
+    return desired;
+  }
+
+  /** An unlock message arrived: one waiter may retry. */
+  synchronized void onUnlockMessage(String channel) {
+    WaitEntry e = entries.get(channel);
+    if (e != null) {
+      e.wakeOne();
+    }
+  }
+
+  /** The server confirmed {@code channel}: waiters re-poll, as unlocks may have been missed. */
+  synchronized void onSubscribed(HostAndPort node, String channel) {
+    WaitEntry e = entries.get(channel);
+    if (e != null && e.node.equals(node)) {
+      e.subscribed(true);
+      e.wakeAll();
+    }
+  }
+
+  /**
+   * The connection to {@code node} broke or the server moved channels away from it: refresh the
+   * topology, re-home entries whose node changed, and mark the rest unsubscribed.
+   *
+   * @return whether the connection still has channels to carry
+   */
+  boolean onConnectionLost(SubscriberConnection connection, HostAndPort node) {
+    try {
+      topology.refreshTopology();
+    } catch (RuntimeException e) {
+      LOG.log(Level.DEBUG, "Topology refresh failed; retrying later", e);
+    }
+    List<SubscriberConnection> gained = new ArrayList<>();
+    boolean remaining = false;
+    synchronized (this) {
+      if (closed) {
+        return false;
+      }
+      for (WaitEntry e : entries.values()) {
+        if (!e.node.equals(node)) {
+          continue;
+        }
+        e.subscribed(false);
+        e.wakeAll();
+        HostAndPort now = node;
+        try {
+          now = topology.subscriberNode(e.channel);
+        } catch (RuntimeException ex) {
+          LOG.log(Level.DEBUG, "No node known yet for " + e.channel, ex);
+        }
+        if (now.equals(node)) {
+          remaining = true;
+        } else {
+          e.node = now;
+          gained.add(connectionFor(now));
+        }
+      }
+      if (!remaining) {
+        connections.remove(node, connection);
+      }
+    }
+    gained.forEach(SubscriberConnection::sync);
+    return remaining;
+  }
+
+  /** Wakes every local waiter (for tests and after topology changes). */
+  synchronized void wakeAll() {
+    entries.values().forEach(WaitEntry::wakeAll);
+  }
+
+  /** Sends a keep-alive PING on every subscriber connection. */
+  void ping() {
+    List<SubscriberConnection> all;
+    synchronized (this) {
+      all = new ArrayList<>(connections.values());
+    }
+    all.forEach(SubscriberConnection::ping);
+  }
+
+  /** Channels currently subscribed or being subscribed, for tests. */
+  synchronized Set<String> activeChannels() {
+    return new HashSet<>(entries.keySet());
+  }
+
+  private SubscriberConnection connectionFor(HostAndPort node) {
+    SubscriberConnection c = connections.get(node);
+    if (c == null) {
+      c = new SubscriberConnection(this, topology, node, clientName);
+      connections.put(node, c);
+      c.start();
+    }
+    return c;
+  }
+
+  @Override
+  public void close() {
+    List<SubscriberConnection> all;
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      all = new ArrayList<>(connections.values());
+      connections.clear();
+      entries.values().forEach(WaitEntry::wakeAll);
+    }
+    all.forEach(SubscriberConnection::close);
+  }
+}
