@@ -14,6 +14,11 @@ package dev.holdfast.engine;
  * recognised by its result already being there, and the final release leaves a short-lived
  * marker keyed by request id, because "already deleted by me" and "lost" look the same otherwise.
  * Redisson's scripts ignore the expected count, so mixing clients never breaks mutual exclusion.
+ *
+ * <p><b>Order of effects.</b> Redis does not roll back a script that fails halfway, so every call
+ * that can be refused (a publish the ACL user may not make, a marker key outside its key
+ * patterns) comes before the deletion: a refused release changes nothing. Waiters cannot observe
+ * the order inside a script.
  */
 final class LockScripts {
 
@@ -81,9 +86,9 @@ final class LockScripts {
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
-      redis.call('del', KEYS[1])
       redis.call(ARGV[4], KEYS[2], '0')
       redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+      redis.call('del', KEYS[1])
       return 0
       """);
 
@@ -121,8 +126,9 @@ final class LockScripts {
    * </pre>
    */
   static final LockScript FORCE_RELEASE = new LockScript("force-release", """
-      if redis.call('del', KEYS[1]) == 1 then
+      if redis.call('exists', KEYS[1]) == 1 then
         redis.call(ARGV[1], KEYS[2], '0')
+        redis.call('del', KEYS[1])
         return 1
       end
       return 0

@@ -19,6 +19,8 @@ final class RedisLock implements DistributedLock {
   private static final long UNSUBSCRIBED_PARK_MS = 100;
   /** Park bound for a lock without expiry (not set by Holdfast or Redisson). */
   private static final long NO_EXPIRY_PARK_MS = 1_000;
+  /** Retry interval while Redis cannot be reached during a wait. */
+  private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = -1;
   private static final long FOREVER = -1;
 
@@ -106,8 +108,21 @@ final class RedisLock implements DistributedLock {
     boolean acquired = false;
     boolean interrupted = false;
     try {
+      long failingSince = 0;
       while (true) {
-        pttl = tryAcquire(threadId, leaseMillis);
+        try {
+          pttl = tryAcquire(threadId, leaseMillis);
+          failingSince = 0;
+        } catch (LockException e) {
+          // A waiter rides out a short outage (a restart, a failover) instead of failing; once
+          // it lasts a whole watchdog timeout, every lock is presumed lost and so is the wait.
+          long now = System.nanoTime();
+          failingSince = failingSince == 0 ? now : failingSince;
+          if (now - failingSince > TimeUnit.MILLISECONDS.toNanos(engine.watchdogMillis())) {
+            throw e;
+          }
+          pttl = OUTAGE_RETRY_MS;
+        }
         if (pttl == ACQUIRED) {
           acquired = true;
           return true;

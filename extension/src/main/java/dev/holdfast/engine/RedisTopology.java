@@ -51,18 +51,8 @@ abstract class RedisTopology implements AutoCloseable {
   }
 
   static RedisTopology connect(LockClientConfig config, String clientName) {
-    int timeoutMs = Math.toIntExact(config.timeout().toMillis());
-    DefaultJedisClientConfig.Builder common = DefaultJedisClientConfig.builder()
-        .connectionTimeoutMillis(timeoutMs)
-        .socketTimeoutMillis(timeoutMs)
-        .clientName(clientName)
-        .ssl(config.tls());
-    config.sslSocketFactory().ifPresent(common::sslSocketFactory);
-    DefaultJedisClientConfig.Builder data = DefaultJedisClientConfig.builder()
-        .from(common.build())
-        .database(config.database());
-    config.username().ifPresent(data::user);
-    config.password().ifPresent(data::password);
+    JedisClientConfig data = clientConfig(config, clientName, true);
+    JedisClientConfig sentinels = clientConfig(config, clientName, false);
     ConnectionPoolConfig pool = new ConnectionPoolConfig();
     pool.setMaxTotal(config.poolMaxSize());
     pool.setMaxIdle(config.poolMaxSize());
@@ -71,14 +61,36 @@ abstract class RedisTopology implements AutoCloseable {
     pool.setMaxWait(config.timeout());
     try {
       return switch (config.mode()) {
-        case STANDALONE -> new Standalone(config, data.build(), pool);
-        case SENTINEL -> new Sentinel(config, data.build(), common.build(), pool);
-        case CLUSTER -> new Cluster(config, data.build(), pool);
+        case STANDALONE -> new Standalone(config, data, pool);
+        case SENTINEL -> new Sentinel(config, data, sentinels, pool);
+        case CLUSTER -> new Cluster(config, data, pool);
       };
     } catch (JedisException e) {
       throw new LockException("Cannot connect to Redis (" + describe(config) + "): "
           + e.getMessage(), e);
     }
+  }
+
+  /**
+   * Connection settings; {@code forData} adds what only data nodes take (credentials, database),
+   * not sentinels. Built from scratch each time: Jedis' {@code from(config)} copies a credentials
+   * provider that would override credentials set afterwards.
+   */
+  private static JedisClientConfig clientConfig(LockClientConfig config, String clientName,
+      boolean forData) {
+    int timeoutMs = Math.toIntExact(config.timeout().toMillis());
+    DefaultJedisClientConfig.Builder b = DefaultJedisClientConfig.builder()
+        .connectionTimeoutMillis(timeoutMs)
+        .socketTimeoutMillis(timeoutMs)
+        .clientName(clientName)
+        .ssl(config.tls());
+    config.sslSocketFactory().ifPresent(b::sslSocketFactory);
+    if (forData) {
+      b.database(config.database());
+      config.username().ifPresent(b::user);
+      config.password().ifPresent(b::password);
+    }
+    return b.build();
   }
 
   static String describe(LockClientConfig config) {
@@ -149,8 +161,14 @@ abstract class RedisTopology implements AutoCloseable {
         break;
       }
     }
+    String message = last.getMessage();
+    if (message != null && keys.size() > 1 && (message.contains("NOPERM")
+        || message.contains("can't publish") || message.contains("No permissions"))) {
+      message += " (the Redis ACL user needs the lock keys and the unlock channels: "
+          + "e.g. '~*' or the key prefix, and '&redisson_lock__channel:*')";
+    }
     throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
-        + ": " + last.getMessage(), last);
+        + ": " + message, last);
   }
 
   /** The cluster client retries by itself; the others get our own retries. */

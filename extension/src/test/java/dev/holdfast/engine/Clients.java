@@ -26,6 +26,13 @@ final class Clients implements AfterEachCallback {
     return client;
   }
 
+  /** A client for a typed configuration. */
+  synchronized LockClient create(dev.holdfast.LockClientConfig config) {
+    LockClient client = LockClient.create(config);
+    open.add(client);
+    return client;
+  }
+
   @Override
   public synchronized void afterEach(ExtensionContext context) {
     open.forEach(LockClient::close);

@@ -1,6 +1,7 @@
 package dev.holdfast.testing;
 
 import java.util.List;
+import java.util.Locale;
 
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.AfterEachCallback;
@@ -33,175 +34,195 @@ import redis.clients.jedis.Jedis;
  *
  * <p>Not meant for concurrent use by parallel test classes: give each class its own instance.
  */
-public final class RedisExtension implements BeforeAllCallback, AfterAllCallback, BeforeEachCallback,
-        AfterEachCallback {
+public final class RedisExtension
+    implements BeforeAllCallback, AfterAllCallback, BeforeEachCallback, AfterEachCallback {
 
-    private enum Topology { STANDALONE, SENTINEL, CLUSTER }
+  private enum Topology { STANDALONE, SENTINEL, CLUSTER }
 
-    /** The master name {@link #sentinel()} uses. */
-    public static final String DEFAULT_MASTER_NAME = "mymaster";
+  /** The master name {@link #sentinel()} uses. */
+  public static final String DEFAULT_MASTER_NAME = "mymaster";
 
-    private final Topology topology;
-    private final List<String> serverArgs;
-    private final String masterName;
-    private final int masters;
-    private final int replicasPerMaster;
+  private final Topology topology;
+  private final List<String> serverArgs;
+  private final String masterName;
+  private final int masters;
+  private final int replicasPerMaster;
 
-    private AutoCloseable setup;
-    /** Class contexts (outer plus nested) currently using {@link #setup}. */
-    private int classScopes;
-    /** Whether {@link #setup} was started for a single test (instance-field registration). */
-    private boolean startedForTest;
+  private AutoCloseable setup;
+  /** Class contexts (outer plus nested) currently using {@link #setup}. */
+  private int classScopes;
+  /** Whether {@link #setup} was started for a single test (instance-field registration). */
+  private boolean startedForTest;
 
-    private RedisExtension(Topology topology, List<String> serverArgs, String masterName, int masters,
-            int replicasPerMaster) {
-        this.topology = topology;
-        this.serverArgs = serverArgs;
-        this.masterName = masterName;
-        this.masters = masters;
-        this.replicasPerMaster = replicasPerMaster;
+  private RedisExtension(Topology topology, List<String> serverArgs, String masterName, int masters,
+      int replicasPerMaster) {
+    this.topology = topology;
+    this.serverArgs = serverArgs;
+    this.masterName = masterName;
+    this.masters = masters;
+    this.replicasPerMaster = replicasPerMaster;
+  }
+
+  /**
+   * One redis-server.
+   *
+   * @param extraArgs passed to {@link RedisServer#start(String...)}
+   * @throws IllegalArgumentException if they contain an argument the harness owns
+   */
+  public static RedisExtension standalone(String... extraArgs) {
+    return new RedisExtension(Topology.STANDALONE, RedisServer.checkedArgs(extraArgs), null, 0, 0);
+  }
+
+  /**
+   * Master, replica and three sentinels monitoring {@value #DEFAULT_MASTER_NAME}; see
+   * {@link RedisSentinelSetup}.
+   */
+  public static RedisExtension sentinel() {
+    return sentinel(DEFAULT_MASTER_NAME);
+  }
+
+  /**
+   * Master, replica and three sentinels monitoring {@code masterName}; see
+   * {@link RedisSentinelSetup}.
+   *
+   * @throws IllegalArgumentException if {@code masterName} is empty or contains whitespace
+   */
+  public static RedisExtension sentinel(String masterName) {
+    RedisSentinelSetup.checkMasterName(masterName);
+    return new RedisExtension(Topology.SENTINEL, List.of(), masterName, 0, 0);
+  }
+
+  /** Three masters with one replica each; see {@link RedisClusterSetup}. */
+  public static RedisExtension cluster() {
+    return cluster(3, 1);
+  }
+
+  /**
+   * {@code masters} masters with {@code replicasPerMaster} replicas each; see
+   * {@link RedisClusterSetup}.
+   *
+   * @throws IllegalArgumentException for a count out of range
+   */
+  public static RedisExtension cluster(int masters, int replicasPerMaster) {
+    RedisClusterSetup.checkCounts(masters, replicasPerMaster);
+    return new RedisExtension(Topology.CLUSTER, List.of(), null, masters, replicasPerMaster);
+  }
+
+  @Override
+  public synchronized void beforeAll(ExtensionContext context) {
+    if (classScopes == 0 && setup == null) {
+      setup = startSetup();
     }
+    classScopes++;
+  }
 
-    /**
-     * One redis-server.
-     *
-     * @param extraArgs passed to {@link RedisServer#start(String...)}, validated there at start
-     */
-    public static RedisExtension standalone(String... extraArgs) {
-        return new RedisExtension(Topology.STANDALONE, List.of(extraArgs), null, 0, 0);
+  @Override
+  public synchronized void afterAll(ExtensionContext context) throws Exception {
+    if (classScopes > 0 && --classScopes == 0) {
+      closeSetup();
     }
+  }
 
-    /** Master, replica and three sentinels monitoring {@value #DEFAULT_MASTER_NAME}; see {@link RedisSentinelSetup}. */
-    public static RedisExtension sentinel() {
-        return sentinel(DEFAULT_MASTER_NAME);
+  @Override
+  public synchronized void beforeEach(ExtensionContext context) {
+    if (setup == null) {
+      setup = startSetup();
+      startedForTest = true;
     }
+  }
 
-    /** Master, replica and three sentinels monitoring {@code masterName}; see {@link RedisSentinelSetup}. */
-    public static RedisExtension sentinel(String masterName) {
-        return new RedisExtension(Topology.SENTINEL, List.of(), masterName, 0, 0);
+  @Override
+  public synchronized void afterEach(ExtensionContext context) throws Exception {
+    if (startedForTest) {
+      closeSetup();
     }
+  }
 
-    /** Three masters with one replica each; see {@link RedisClusterSetup}. */
-    public static RedisExtension cluster() {
-        return cluster(3, 1);
+  /**
+   * The server of {@link #standalone}.
+   *
+   * @throws IllegalStateException if this is another topology or it is not started
+   */
+  public synchronized RedisServer server() {
+    return started(Topology.STANDALONE, RedisServer.class);
+  }
+
+  /**
+   * The setup of {@link #sentinel}.
+   *
+   * @throws IllegalStateException if this is another topology or it is not started
+   */
+  public synchronized RedisSentinelSetup sentinelSetup() {
+    return started(Topology.SENTINEL, RedisSentinelSetup.class);
+  }
+
+  /**
+   * The setup of {@link #cluster}.
+   *
+   * @throws IllegalStateException if this is another topology or it is not started
+   */
+  public synchronized RedisClusterSetup clusterSetup() {
+    return started(Topology.CLUSTER, RedisClusterSetup.class);
+  }
+
+  /**
+   * {@code FLUSHALL} on every running master (the server, the sentinels' current master, or
+   * each cluster master); replicas follow by replication. Blocks until each master answers.
+   *
+   * @throws IllegalStateException if not started
+   */
+  public synchronized void flushAll() {
+    if (setup == null) {
+      throw notStarted();
     }
-
-    /** {@code masters} masters with {@code replicasPerMaster} replicas each; see {@link RedisClusterSetup}. */
-    public static RedisExtension cluster(int masters, int replicasPerMaster) {
-        return new RedisExtension(Topology.CLUSTER, List.of(), null, masters, replicasPerMaster);
-    }
-
-    @Override
-    public synchronized void beforeAll(ExtensionContext context) {
-        if (classScopes == 0 && setup == null) {
-            setup = startSetup();
+    switch (topology) {
+      case STANDALONE -> server().withAdmin(Jedis::flushAll);
+      case SENTINEL -> sentinelSetup().master().withAdmin(Jedis::flushAll);
+      case CLUSTER -> {
+        for (RedisServer node : clusterSetup().servers()) {
+          if (node.isRunning()
+              && "master".equals(node.info("replication", "role"))) {
+            node.withAdmin(Jedis::flushAll);
+          }
         }
-        classScopes++;
+      }
     }
+  }
 
-    @Override
-    public synchronized void afterAll(ExtensionContext context) throws Exception {
-        if (classScopes > 0 && --classScopes == 0) {
-            closeSetup();
-        }
-    }
+  private AutoCloseable startSetup() {
+    return switch (topology) {
+      case STANDALONE -> RedisServer.start(serverArgs.toArray(String[]::new));
+      case SENTINEL -> RedisSentinelSetup.start(masterName);
+      case CLUSTER -> RedisClusterSetup.start(masters, replicasPerMaster);
+    };
+  }
 
-    @Override
-    public synchronized void beforeEach(ExtensionContext context) {
-        if (setup == null) {
-            setup = startSetup();
-            startedForTest = true;
-        }
+  private void closeSetup() throws Exception {
+    AutoCloseable closing = setup;
+    setup = null;
+    startedForTest = false;
+    if (closing != null) {
+      closing.close();
     }
+  }
 
-    @Override
-    public synchronized void afterEach(ExtensionContext context) throws Exception {
-        if (startedForTest) {
-            closeSetup();
-        }
+  private <T> T started(Topology wanted, Class<T> type) {
+    if (topology != wanted) {
+      throw new IllegalStateException("This RedisExtension is " + name(topology) + ", not "
+          + name(wanted));
     }
+    if (setup == null) {
+      throw notStarted();
+    }
+    return type.cast(setup);
+  }
 
-    /**
-     * The server of {@link #standalone}.
-     *
-     * @throws IllegalStateException if this is another topology or it is not started
-     */
-    public synchronized RedisServer server() {
-        return started(Topology.STANDALONE, RedisServer.class);
-    }
+  private static String name(Topology topology) {
+    return topology.name().toLowerCase(Locale.ROOT);
+  }
 
-    /**
-     * The setup of {@link #sentinel}.
-     *
-     * @throws IllegalStateException if this is another topology or it is not started
-     */
-    public synchronized RedisSentinelSetup sentinelSetup() {
-        return started(Topology.SENTINEL, RedisSentinelSetup.class);
-    }
-
-    /**
-     * The setup of {@link #cluster}.
-     *
-     * @throws IllegalStateException if this is another topology or it is not started
-     */
-    public synchronized RedisClusterSetup clusterSetup() {
-        return started(Topology.CLUSTER, RedisClusterSetup.class);
-    }
-
-    /**
-     * {@code FLUSHALL} on every running master (the server, the sentinels' current master, or
-     * each cluster master); replicas follow by replication. Blocks until each master answers.
-     *
-     * @throws IllegalStateException if not started
-     */
-    public synchronized void flushAll() {
-        if (setup == null) {
-            throw notStarted();
-        }
-        switch (topology) {
-            case STANDALONE -> server().withAdmin(Jedis::flushAll);
-            case SENTINEL -> sentinelSetup().master().withAdmin(Jedis::flushAll);
-            case CLUSTER -> {
-                for (RedisServer node : clusterSetup().servers()) {
-                    if (node.isRunning()
-                            && "master".equals(node.withAdmin(j -> RedisServer.infoField(j.info("replication"), "role")))) {
-                        node.withAdmin(Jedis::flushAll);
-                    }
-                }
-            }
-        }
-    }
-
-    private AutoCloseable startSetup() {
-        return switch (topology) {
-            case STANDALONE -> RedisServer.start(serverArgs.toArray(String[]::new));
-            case SENTINEL -> RedisSentinelSetup.start(masterName);
-            case CLUSTER -> RedisClusterSetup.start(masters, replicasPerMaster);
-        };
-    }
-
-    private void closeSetup() throws Exception {
-        AutoCloseable closing = setup;
-        setup = null;
-        startedForTest = false;
-        if (closing != null) {
-            closing.close();
-        }
-    }
-
-    private <T> T started(Topology wanted, Class<T> type) {
-        if (topology != wanted) {
-            throw new IllegalStateException("This RedisExtension is " + topology.name().toLowerCase(java.util.Locale.ROOT)
-                    + ", not " + wanted.name().toLowerCase(java.util.Locale.ROOT));
-        }
-        if (setup == null) {
-            throw notStarted();
-        }
-        return type.cast(setup);
-    }
-
-    private static IllegalStateException notStarted() {
-        return new IllegalStateException("Redis is not running: register the RedisExtension with "
-                + "@RegisterExtension and use it from a test or a lifecycle method");
-    }
+  private static IllegalStateException notStarted() {
+    return new IllegalStateException("Redis is not running: register the RedisExtension with "
+        + "@RegisterExtension and use it from a test or a lifecycle method");
+  }
 }

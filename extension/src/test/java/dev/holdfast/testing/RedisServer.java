@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -39,457 +40,488 @@ import redis.clients.jedis.JedisClientConfig;
  */
 public final class RedisServer implements AutoCloseable {
 
-    static final String HOST = "127.0.0.1";
+  static final String HOST = "127.0.0.1";
 
-    private static final System.Logger LOG = System.getLogger(RedisServer.class.getName());
-    private static final Duration START_TIMEOUT = Duration.ofSeconds(10);
-    private static final Duration KILL_TIMEOUT = Duration.ofSeconds(10);
-    private static final int START_ATTEMPTS = 5;
-    private static final int LOG_TAIL_LINES = 40;
-    /** Arguments the harness owns: overriding them would break port handling or loopback-only. */
-    private static final Set<String> RESERVED_ARGS = Set.of("--port", "--dir", "--bind", "--sentinel");
-    /** Arguments whose value is never shown in messages. */
-    private static final Set<String> SECRET_ARGS = Set.of("--requirepass", "--masterauth");
+  private static final System.Logger LOG = System.getLogger(RedisServer.class.getName());
+  private static final Duration START_TIMEOUT = Duration.ofSeconds(10);
+  private static final Duration KILL_TIMEOUT = Duration.ofSeconds(10);
+  private static final int START_ATTEMPTS = 5;
+  private static final int LOG_TAIL_LINES = 40;
+  /** Arguments the harness owns: overriding them would break port handling or loopback-only. */
+  private static final Set<String> RESERVED_ARGS =
+      Set.of("--port", "--dir", "--bind", "--sentinel");
+  /** Arguments whose value is never shown in messages. */
+  private static final Set<String> SECRET_ARGS = Set.of("--requirepass", "--masterauth");
 
-    /*
-     * What the shutdown hook cleans up. Kept apart from the instances so the hook never waits for
-     * an instance lock held by a test thread that is stuck in a start.
-     */
-    private static final Set<Process> LIVE_PROCESSES = ConcurrentHashMap.newKeySet();
-    private static final Set<Path> OPEN_DIRS = ConcurrentHashMap.newKeySet();
+  /*
+   * What the shutdown hook cleans up. Kept apart from the instances so the hook never waits for
+   * an instance lock held by a test thread that is stuck in a start.
+   */
+  private static final Set<Process> LIVE_PROCESSES = ConcurrentHashMap.newKeySet();
+  private static final Set<Path> OPEN_DIRS = ConcurrentHashMap.newKeySet();
 
-    static {
-        Runtime.getRuntime().addShutdownHook(new Thread(RedisServer::closeAllOnExit, "holdfast-redis-reaper"));
+  static {
+    Runtime.getRuntime()
+        .addShutdownHook(new Thread(RedisServer::closeAllOnExit, "holdfast-redis-reaper"));
+  }
+
+  private final List<String> extraArgs;
+  private final Path sentinelConfig;
+  private final boolean clusterEnabled;
+  private final String password;
+  private final int port;
+  private final Path dir;
+  private final Path logFile;
+
+  private Process process;
+  private boolean closed;
+
+  private RedisServer(List<String> extraArgs, String sentinelDirectives, int port)
+      throws IOException {
+    this.extraArgs = List.copyOf(extraArgs);
+    this.clusterEnabled = isClusterEnabled(extraArgs);
+    this.password = lastValueOf(extraArgs, "--requirepass");
+    this.port = port;
+    this.dir = Files.createTempDirectory("holdfast-redis-" + port + "-");
+    this.logFile = dir.resolve("redis.log");
+    OPEN_DIRS.add(dir);
+    if (sentinelDirectives != null) {
+      // Sentinel rewrites its config file, so it must be a writable file of its own.
+      this.sentinelConfig = dir.resolve("sentinel.conf");
+      Files.writeString(sentinelConfig, sentinelDirectives + "\n", StandardCharsets.UTF_8);
+    } else {
+      this.sentinelConfig = null;
     }
+  }
 
-    private final List<String> extraArgs;
-    private final Path sentinelConfig;
-    private final boolean clusterEnabled;
-    private final String password;
-    private final int port;
-    private final Path dir;
-    private final Path logFile;
+  /**
+   * Starts a redis-server on a free loopback port and waits until it answers as itself.
+   *
+   * <p>Waits (at most 10 s per attempt) until {@code INFO server} on the port reports this
+   * process's pid, so a foreign server that grabbed the port is never mistaken for ours. If the
+   * port was taken between picking and binding, retries on another port (5 attempts).
+   *
+   * @param extraArgs appended to the command line, e.g. {@code "--cluster-enabled", "yes"};
+   *                  relative file names resolve in the server's temp dir. {@code --port},
+   *                  {@code --dir}, {@code --bind} and {@code --sentinel} are owned by the
+   *                  harness. With {@code --requirepass}, {@link #admin()} authenticates.
+   * @return the running server; close it
+   * @throws IllegalArgumentException if {@code extraArgs} contains a harness-owned argument
+   * @throws IllegalStateException    if the server does not come up; the message carries the
+   *                                  tail of its log
+   */
+  public static RedisServer start(String... extraArgs) {
+    return startOnFreePort(checkedArgs(extraArgs), null);
+  }
 
-    private Process process;
-    private boolean closed;
+  /** Validates {@link #start} arguments; shared with {@link RedisExtension#standalone}. */
+  static List<String> checkedArgs(String... extraArgs) {
+    List<String> args = List.of(extraArgs);
+    for (String arg : args) {
+      if (RESERVED_ARGS.contains(arg.toLowerCase(Locale.ROOT))) {
+        throw new IllegalArgumentException("Invalid redis-server argument " + arg
+            + ": it is set by the harness");
+      }
+    }
+    return args;
+  }
 
-    private RedisServer(List<String> extraArgs, String sentinelDirectives, int port) throws IOException {
-        this.extraArgs = List.copyOf(extraArgs);
-        this.clusterEnabled = isClusterEnabled(extraArgs);
-        this.password = lastValueOf(extraArgs, "--requirepass");
-        this.port = port;
-        this.dir = Files.createTempDirectory("holdfast-redis-" + port + "-");
-        this.logFile = dir.resolve("redis.log");
-        OPEN_DIRS.add(dir);
-        if (sentinelDirectives != null) {
-            // Sentinel rewrites its config file, so it must be a writable file of its own.
-            this.sentinelConfig = dir.resolve("sentinel.conf");
-            Files.writeString(sentinelConfig, sentinelDirectives + "\n", StandardCharsets.UTF_8);
+  /**
+   * Starts a sentinel ({@code redis-server <dir>/sentinel.conf --sentinel}) whose config file
+   * holds {@code directives}.
+   */
+  static RedisServer startSentinel(String directives) {
+    return startOnFreePort(List.of(), directives);
+  }
+
+  private static RedisServer startOnFreePort(List<String> args, String sentinelDirectives) {
+    PortTakenException lastCollision = null;
+    for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+      RedisServer server;
+      try {
+        server = new RedisServer(args, sentinelDirectives,
+            LoopbackPorts.reserve(isClusterEnabled(args)));
+      } catch (IOException e) {
+        throw new UncheckedIOException("Cannot create a temp dir for redis-server", e);
+      }
+      try {
+        synchronized (server) {
+          server.launch();
+        }
+        return server;
+      } catch (PortTakenException e) {
+        lastCollision = e;
+        server.close();
+      } catch (RuntimeException | Error e) {
+        server.close();
+        throw e;
+      }
+    }
+    throw new IllegalStateException("redis-server could not bind a free port in " + START_ATTEMPTS
+        + " attempts", lastCollision);
+  }
+
+  /** {@value #HOST}: servers listen on loopback only. */
+  public String host() {
+    return HOST;
+  }
+
+  /** The port; stays the same across {@link #restart()}. */
+  public int port() {
+    return port;
+  }
+
+  /** {@code redis://127.0.0.1:<port>}, without credentials even if {@code --requirepass} is set. */
+  public String uri() {
+    return "redis://" + HOST + ":" + port;
+  }
+
+  /** {@code 127.0.0.1:<port>} for Jedis. */
+  public HostAndPort hostAndPort() {
+    return new HostAndPort(HOST, port);
+  }
+
+  /** The file receiving the server's stdout (its log), kept until {@link #close()}. */
+  public Path logFile() {
+    return logFile;
+  }
+
+  /** Whether the process is alive (false after {@link #kill()} until {@link #restart()}). */
+  public synchronized boolean isRunning() {
+    return process != null && process.isAlive();
+  }
+
+  /**
+   * The pid of the running process (it changes on {@link #restart()}).
+   *
+   * @throws IllegalStateException if the server is not running
+   */
+  public synchronized long pid() {
+    if (!isRunning()) {
+      throw new IllegalStateException("redis-server on port " + port + " is not running");
+    }
+    return process.pid();
+  }
+
+  /**
+   * Opens a new connection to this server (connect timeout 1 s, read timeout 5 s, RESP2,
+   * authenticated if the server was started with {@code --requirepass}). The caller closes it.
+   */
+  public Jedis admin() {
+    return connect(1_000, 5_000);
+  }
+
+  /**
+   * Runs {@code action} on a fresh {@link #admin()} connection and closes it.
+   *
+   * @return what {@code action} returns
+   */
+  public <T> T withAdmin(Function<Jedis, T> action) {
+    try (Jedis jedis = admin()) {
+      return action.apply(jedis);
+    }
+  }
+
+  /**
+   * Kills the process with SIGKILL and waits until it is gone; its port then refuses
+   * connections. No-op if it is not running. The temp dir and port reservation are kept for
+   * {@link #restart()}.
+   *
+   * @throws IllegalStateException if the process survives SIGKILL for 10 s
+   */
+  public synchronized void kill() {
+    if (process == null) {
+      return;
+    }
+    Process dying = process;
+    process = null;
+    if (!killAndWait(dying, KILL_TIMEOUT)) {
+      throw new IllegalStateException(this + " pid " + dying.pid() + " survived SIGKILL for "
+          + KILL_TIMEOUT.toSeconds() + " s");
+    }
+  }
+
+  /**
+   * Kills the server (if running) and starts it again on the same port with the same
+   * arguments, waiting until it answers as for {@link #start}. Data and the script cache are
+   * lost (nothing is persisted); a cluster node keeps its node id and cluster config
+   * ({@code nodes.conf} survives), a sentinel keeps its rewritten config.
+   *
+   * @throws IllegalStateException if closed, or if the server does not come back
+   */
+  public synchronized void restart() {
+    if (closed) {
+      throw new IllegalStateException("redis-server on port " + port + " is closed");
+    }
+    kill();
+    launch();
+  }
+
+  /**
+   * Starts a new server that replicates this one ({@code --replicaof 127.0.0.1 <port>}, plus
+   * this server's extra arguments and {@code --masterauth} if it has a password), and waits (at
+   * most 10 s) until the replica reports {@code master_link_status:up}.
+   *
+   * @return the replica; the caller closes it
+   * @throws IllegalStateException if this is a sentinel or cluster node, or the link does not
+   *                               come up
+   */
+  public RedisServer startReplica() {
+    if (sentinelConfig != null || clusterEnabled) {
+      throw new IllegalStateException("startReplica() is for plain servers; cluster replicas use "
+          + "CLUSTER REPLICATE (see RedisClusterSetup)");
+    }
+    List<String> args = new ArrayList<>(extraArgs);
+    args.addAll(List.of("--replicaof", HOST, Integer.toString(port)));
+    if (password != null) {
+      args.addAll(List.of("--masterauth", password));
+    }
+    RedisServer replica = startOnFreePort(args, null);
+    try {
+      Await.until(START_TIMEOUT,
+          () -> "up".equals(replica.info("replication", "master_link_status")),
+          replica + " is linked to its master " + this);
+      return replica;
+    } catch (RuntimeException | Error e) {
+      replica.close();
+      throw e;
+    }
+  }
+
+  /**
+   * Kills the server (SIGKILL, waited for), deletes its temp dir and releases its port.
+   * Idempotent; never throws for a server that is already gone.
+   */
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    try {
+      kill();
+    } finally {
+      deleteRecursively(dir);
+      OPEN_DIRS.remove(dir);
+      LoopbackPorts.release(port);
+      if (clusterEnabled) {
+        LoopbackPorts.release(port + LoopbackPorts.CLUSTER_BUS_OFFSET);
+      }
+    }
+  }
+
+  /**
+   * Closes every server, continuing past failures; the first failure is thrown at the end with
+   * the others suppressed.
+   */
+  static void closeAll(List<RedisServer> servers) {
+    RuntimeException failure = null;
+    for (RedisServer server : servers) {
+      try {
+        server.close();
+      } catch (RuntimeException e) {
+        if (failure == null) {
+          failure = e;
         } else {
-            this.sentinelConfig = null;
+          failure.addSuppressed(e);
         }
+      }
     }
+    if (failure != null) {
+      throw failure;
+    }
+  }
 
-    /**
-     * Starts a redis-server on a free loopback port and waits until it answers as itself.
-     *
-     * <p>Waits (at most 10 s per attempt) until {@code INFO server} on the port reports this
-     * process's pid, so a foreign server that grabbed the port is never mistaken for ours. If the
-     * port was taken between picking and binding, retries on another port (5 attempts).
-     *
-     * @param extraArgs appended to the command line, e.g. {@code "--cluster-enabled", "yes"};
-     *                  relative file names resolve in the server's temp dir. {@code --port},
-     *                  {@code --dir}, {@code --bind} and {@code --sentinel} are owned by the
-     *                  harness. With {@code --requirepass}, {@link #admin()} authenticates.
-     * @return the running server; close it
-     * @throws IllegalArgumentException if {@code extraArgs} contains a harness-owned argument
-     * @throws IllegalStateException    if the server does not come up; the message carries the
-     *                                  tail of its log
-     */
-    public static RedisServer start(String... extraArgs) {
-        List<String> args = List.of(extraArgs);
-        for (String arg : args) {
-            if (RESERVED_ARGS.contains(arg.toLowerCase(java.util.Locale.ROOT))) {
-                throw new IllegalArgumentException("RedisServer.start: " + arg
-                        + " is set by the harness and cannot be passed");
-            }
+  @Override
+  public String toString() {
+    return (sentinelConfig != null ? "redis-sentinel " : "redis-server ") + HOST + ":" + port;
+  }
+
+  /** Returns the value of {@code name} in INFO output, or {@code null} if absent. */
+  static String infoField(String info, String name) {
+    String prefix = name + ":";
+    for (String line : info.split("\r?\n")) {
+      if (line.startsWith(prefix)) {
+        return line.substring(prefix.length()).trim();
+      }
+    }
+    return null;
+  }
+
+  /**
+   * One field of {@code INFO <section>} (e.g. {@code "replication", "role"}), read over a new
+   * short-timeout connection; {@code null} if absent.
+   */
+  String info(String section, String field) {
+    try (Jedis jedis = connect(500, 2_000)) {
+      return infoField(jedis.info(section), field);
+    }
+  }
+
+  /** A connection with the given timeouts, for polling. */
+  Jedis connect(int connectTimeoutMillis, int readTimeoutMillis) {
+    JedisClientConfig config = DefaultJedisClientConfig.builder()
+        .connectionTimeoutMillis(connectTimeoutMillis)
+        .socketTimeoutMillis(readTimeoutMillis)
+        .password(password)
+        .build();
+    return new Jedis(hostAndPort(), config);
+  }
+
+  /** Starts the process and waits until it answers; caller holds the lock. */
+  private void launch() {
+    List<String> command = new ArrayList<>();
+    command.add(RedisBinary.path().toString());
+    if (sentinelConfig != null) {
+      command.add(sentinelConfig.toString());
+      command.add("--sentinel");
+    }
+    command.addAll(List.of(
+        "--bind", HOST,
+        "--port", Integer.toString(port),
+        "--protected-mode", "no",
+        "--save", "",
+        "--appendonly", "no",
+        "--dir", dir.toString(),
+        "--repl-diskless-sync-delay", "0"));
+    command.addAll(extraArgs);
+    try {
+      process = new ProcessBuilder(command)
+          .directory(dir.toFile())
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()))
+          .start();
+    } catch (IOException e) {
+      throw new UncheckedIOException("Cannot run " + describe(command), e);
+    }
+    LIVE_PROCESSES.add(process);
+    LOG.log(Level.DEBUG, "Started {0} (pid {1})", this, String.valueOf(process.pid()));
+    Process starting = process;
+    String expectedPid = Long.toString(starting.pid());
+    try {
+      Await.until(START_TIMEOUT, () -> !starting.isAlive() || answersWithPid(expectedPid),
+          this + " answers");
+    } catch (AssertionError e) {
+      kill();
+      throw new IllegalStateException(this + " did not answer within " + START_TIMEOUT.toSeconds()
+          + " s; " + describe(command) + "\n" + logTail(), e);
+    }
+    if (!starting.isAlive()) {
+      process = null;
+      LIVE_PROCESSES.remove(starting);
+      String log = logTail();
+      if (log.contains("Address already in use")) {
+        throw new PortTakenException(this + ": port taken by another process\n" + log);
+      }
+      throw new IllegalStateException(this + " exited with status " + starting.exitValue() + "; "
+          + describe(command) + "\n" + log);
+    }
+  }
+
+  private boolean answersWithPid(String expectedPid) {
+    try (Jedis jedis = connect(200, 1_000)) {
+      return expectedPid.equals(infoField(jedis.info("server"), "process_id"));
+    }
+  }
+
+  private String logTail() {
+    try {
+      List<String> lines = Files.readAllLines(logFile, StandardCharsets.UTF_8);
+      List<String> tail = lines.subList(Math.max(0, lines.size() - LOG_TAIL_LINES), lines.size());
+      String text = String.join("\n", tail);
+      // A config error echoes the offending line, which may hold a password.
+      for (int i = 0; i + 1 < extraArgs.size(); i++) {
+        if (SECRET_ARGS.contains(extraArgs.get(i).toLowerCase(Locale.ROOT))
+            && !extraArgs.get(i + 1).isEmpty()) {
+          text = text.replace(extraArgs.get(i + 1), "****");
         }
-        return startOnFreePort(args, null);
+      }
+      return "--- last lines of " + logFile + " ---\n" + text;
+    } catch (IOException e) {
+      return "(no log: " + e + ")";
     }
+  }
 
-    /**
-     * Starts a sentinel ({@code redis-server <dir>/sentinel.conf --sentinel}) whose config file
-     * holds {@code directives}.
-     */
-    static RedisServer startSentinel(String directives) {
-        return startOnFreePort(List.of(), directives);
+  /** The command line for messages, with secret values masked. */
+  private static String describe(List<String> command) {
+    List<String> shown = new ArrayList<>(command);
+    for (int i = 0; i < shown.size(); i++) {
+      if (shown.get(i).isEmpty()) {
+        shown.set(i, "\"\"");
+      } else if (i + 1 < shown.size()
+          && SECRET_ARGS.contains(shown.get(i).toLowerCase(Locale.ROOT))) {
+        shown.set(i + 1, "****");
+        i++;
+      }
     }
+    return "command: " + String.join(" ", shown);
+  }
 
-    private static RedisServer startOnFreePort(List<String> args, String sentinelDirectives) {
-        PortTakenException lastCollision = null;
-        for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-            RedisServer server;
-            try {
-                server = new RedisServer(args, sentinelDirectives,
-                        LoopbackPorts.reserve(isClusterEnabled(args)));
-            } catch (IOException e) {
-                throw new UncheckedIOException("Cannot create a temp dir for redis-server", e);
-            }
-            try {
-                synchronized (server) {
-                    server.launch();
-                }
-                return server;
-            } catch (PortTakenException e) {
-                lastCollision = e;
-                server.close();
-            } catch (RuntimeException | Error e) {
-                server.close();
-                throw e;
-            }
-        }
-        throw new IllegalStateException("redis-server could not bind a free port in " + START_ATTEMPTS
-                + " attempts", lastCollision);
+  private static boolean isClusterEnabled(List<String> args) {
+    return "yes".equalsIgnoreCase(lastValueOf(args, "--cluster-enabled"));
+  }
+
+  private static String lastValueOf(List<String> args, String name) {
+    String value = null;
+    for (int i = 0; i + 1 < args.size(); i++) {
+      if (args.get(i).equalsIgnoreCase(name)) {
+        value = args.get(i + 1);
+      }
     }
+    return value;
+  }
 
-    /** {@value #HOST}: servers listen on loopback only. */
-    public String host() {
-        return HOST;
+  private static void deleteRecursively(Path root) {
+    if (!Files.exists(root)) {
+      return;
     }
-
-    /** The port; stays the same across {@link #restart()}. */
-    public int port() {
-        return port;
+    try (Stream<Path> paths = Files.walk(root)) {
+      paths.sorted(Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+    } catch (IOException e) {
+      LOG.log(Level.WARNING, "Cannot delete " + root, e);
     }
+  }
 
-    /** {@code redis://127.0.0.1:<port>}, without credentials even if {@code --requirepass} is set. */
-    public String uri() {
-        return "redis://" + HOST + ":" + port;
-    }
-
-    public HostAndPort hostAndPort() {
-        return new HostAndPort(HOST, port);
-    }
-
-    /** The file receiving the server's stdout (its log), kept until {@link #close()}. */
-    public Path logFile() {
-        return logFile;
-    }
-
-    /** Whether the process is alive (false after {@link #kill()} until {@link #restart()}). */
-    public synchronized boolean isRunning() {
-        return process != null && process.isAlive();
-    }
-
-    /**
-     * The pid of the running process (it changes on {@link #restart()}).
-     *
-     * @throws IllegalStateException if the server is not running
-     */
-    public synchronized long pid() {
-        if (!isRunning()) {
-            throw new IllegalStateException("redis-server on port " + port + " is not running");
-        }
-        return process.pid();
-    }
-
-    /**
-     * Opens a new connection to this server (connect timeout 1 s, read timeout 5 s, RESP2,
-     * authenticated if the server was started with {@code --requirepass}). The caller closes it.
-     */
-    public Jedis admin() {
-        return connect(1_000, 5_000);
-    }
-
-    /**
-     * Runs {@code action} on a fresh {@link #admin()} connection and closes it.
-     *
-     * @return what {@code action} returns
-     */
-    public <T> T withAdmin(Function<Jedis, T> action) {
-        try (Jedis jedis = admin()) {
-            return action.apply(jedis);
-        }
-    }
-
-    /**
-     * Kills the process with SIGKILL and waits until it is gone; its port then refuses
-     * connections. No-op if it is not running. The temp dir and port reservation are kept for
-     * {@link #restart()}.
-     *
-     * @throws IllegalStateException if the process survives SIGKILL for 10 s
-     */
-    public synchronized void kill() {
-        if (process == null) {
-            return;
-        }
-        Process dying = process;
-        process = null;
-        if (!killAndWait(dying, KILL_TIMEOUT)) {
-            throw new IllegalStateException(this + " pid " + dying.pid() + " survived SIGKILL for "
-                    + KILL_TIMEOUT.toSeconds() + " s");
-        }
-    }
-
-    /**
-     * Kills the server (if running) and starts it again on the same port with the same
-     * arguments, waiting until it answers as for {@link #start}. Data and the script cache are
-     * lost (nothing is persisted); a cluster node keeps its node id and cluster config
-     * ({@code nodes.conf} survives), a sentinel keeps its rewritten config.
-     *
-     * @throws IllegalStateException if closed, or if the server does not come back
-     */
-    public synchronized void restart() {
-        if (closed) {
-            throw new IllegalStateException("redis-server on port " + port + " is closed");
-        }
-        kill();
-        launch();
-    }
-
-    /**
-     * Starts a new server that replicates this one ({@code --replicaof 127.0.0.1 <port>}, plus
-     * this server's extra arguments and {@code --masterauth} if it has a password), and waits (at
-     * most 10 s) until the replica reports {@code master_link_status:up}.
-     *
-     * @return the replica; the caller closes it
-     * @throws IllegalStateException if this is a sentinel or cluster node, or the link does not
-     *                               come up
-     */
-    public RedisServer startReplica() {
-        if (sentinelConfig != null || clusterEnabled) {
-            throw new IllegalStateException("startReplica() is for plain servers; cluster replicas use "
-                    + "CLUSTER REPLICATE (see RedisClusterSetup)");
-        }
-        List<String> args = new ArrayList<>(extraArgs);
-        args.addAll(List.of("--replicaof", HOST, Integer.toString(port)));
-        if (password != null) {
-            args.addAll(List.of("--masterauth", password));
-        }
-        RedisServer replica = startOnFreePort(args, null);
+  /** SIGKILLs {@code process} and waits for it; true if it is gone. Interrupts are kept. */
+  private static boolean killAndWait(Process process, Duration timeout) {
+    process.destroyForcibly();
+    boolean interrupted = false;
+    try {
+      while (true) {
         try {
-            Await.until(START_TIMEOUT,
-                    () -> "up".equals(replica.withAdmin(j -> infoField(j.info("replication"), "master_link_status"))),
-                    "replica on port " + replica.port + " is linked to master on port " + port);
-            return replica;
-        } catch (RuntimeException | Error e) {
-            replica.close();
-            throw e;
+          boolean gone = process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
+          if (gone) {
+            LIVE_PROCESSES.remove(process);
+          }
+          return gone;
+        } catch (InterruptedException e) {
+          // Finish the kill anyway: a leaked server would outlive the test.
+          interrupted = true;
         }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
+  }
 
-    /**
-     * Kills the server (SIGKILL, waited for), deletes its temp dir and releases its port.
-     * Idempotent; never throws for a server that is already gone.
-     */
-    @Override
-    public synchronized void close() {
-        if (closed) {
-            return;
-        }
-        closed = true;
-        try {
-            kill();
-        } finally {
-            deleteRecursively(dir);
-            OPEN_DIRS.remove(dir);
-            LoopbackPorts.release(port);
-            if (clusterEnabled) {
-                LoopbackPorts.release(port + LoopbackPorts.CLUSTER_BUS_OFFSET);
-            }
-        }
+  private static void closeAllOnExit() {
+    for (Process process : LIVE_PROCESSES) {
+      process.destroyForcibly();
     }
+    for (Process process : LIVE_PROCESSES) {
+      killAndWait(process, Duration.ofSeconds(2));
+    }
+    for (Path dir : OPEN_DIRS) {
+      deleteRecursively(dir);
+    }
+  }
 
-    /**
-     * Closes every server, continuing past failures; the first failure is thrown at the end with
-     * the others suppressed.
-     */
-    static void closeAll(List<RedisServer> servers) {
-        RuntimeException failure = null;
-        for (RedisServer server : servers) {
-            try {
-                server.close();
-            } catch (RuntimeException e) {
-                if (failure == null) {
-                    failure = e;
-                } else {
-                    failure.addSuppressed(e);
-                }
-            }
-        }
-        if (failure != null) {
-            throw failure;
-        }
+  /** The chosen port was bound by someone else before the server could; try another. */
+  private static final class PortTakenException extends IllegalStateException {
+    PortTakenException(String message) {
+      super(message);
     }
-
-    @Override
-    public String toString() {
-        return (sentinelConfig != null ? "redis-sentinel " : "redis-server ") + HOST + ":" + port;
-    }
-
-    /** Returns the value of {@code name} in INFO output, or {@code null} if absent. */
-    static String infoField(String info, String name) {
-        String prefix = name + ":";
-        for (String line : info.split("\r?\n")) {
-            if (line.startsWith(prefix)) {
-                return line.substring(prefix.length()).trim();
-            }
-        }
-        return null;
-    }
-
-    /** A connection with short timeouts, for polling. */
-    Jedis connect(int connectTimeoutMillis, int readTimeoutMillis) {
-        JedisClientConfig config = DefaultJedisClientConfig.builder()
-                .connectionTimeoutMillis(connectTimeoutMillis)
-                .socketTimeoutMillis(readTimeoutMillis)
-                .password(password)
-                .build();
-        return new Jedis(hostAndPort(), config);
-    }
-
-    /** Starts the process and waits until it answers; caller holds the lock. */
-    private void launch() {
-        List<String> command = new ArrayList<>();
-        command.add(RedisBinary.path().toString());
-        if (sentinelConfig != null) {
-            command.add(sentinelConfig.toString());
-            command.add("--sentinel");
-        }
-        command.addAll(List.of(
-                "--bind", HOST,
-                "--port", Integer.toString(port),
-                "--protected-mode", "no",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", dir.toString(),
-                "--repl-diskless-sync-delay", "0"));
-        command.addAll(extraArgs);
-        try {
-            process = new ProcessBuilder(command)
-                    .directory(dir.toFile())
-                    .redirectErrorStream(true)
-                    .redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()))
-                    .start();
-        } catch (IOException e) {
-            throw new UncheckedIOException("Cannot run " + describe(command), e);
-        }
-        LIVE_PROCESSES.add(process);
-        LOG.log(Level.DEBUG, "Started {0} (pid {1})", this, process.pid());
-        Process starting = process;
-        String expectedPid = Long.toString(starting.pid());
-        try {
-            Await.until(START_TIMEOUT, () -> !starting.isAlive() || answersWithPid(expectedPid),
-                    this + " answers");
-        } catch (AssertionError e) {
-            kill();
-            throw new IllegalStateException(this + " did not answer within " + START_TIMEOUT.toSeconds()
-                    + " s; " + describe(command) + "\n" + logTail(), e);
-        }
-        if (!starting.isAlive()) {
-            process = null;
-            LIVE_PROCESSES.remove(starting);
-            String log = logTail();
-            if (log.contains("Address already in use")) {
-                throw new PortTakenException(this + ": port taken by another process\n" + log);
-            }
-            throw new IllegalStateException(this + " exited with status " + starting.exitValue() + "; "
-                    + describe(command) + "\n" + log);
-        }
-    }
-
-    private boolean answersWithPid(String expectedPid) {
-        try (Jedis jedis = connect(200, 1_000)) {
-            return expectedPid.equals(infoField(jedis.info("server"), "process_id"));
-        }
-    }
-
-    private String logTail() {
-        try {
-            List<String> lines = Files.readAllLines(logFile, StandardCharsets.UTF_8);
-            return "--- last lines of " + logFile + " ---\n"
-                    + String.join("\n", lines.subList(Math.max(0, lines.size() - LOG_TAIL_LINES), lines.size()));
-        } catch (IOException e) {
-            return "(no log: " + e + ")";
-        }
-    }
-
-    /** The command line for messages, with secret values masked. */
-    private static String describe(List<String> command) {
-        List<String> shown = new ArrayList<>(command);
-        for (int i = 0; i + 1 < shown.size(); i++) {
-            if (SECRET_ARGS.contains(shown.get(i).toLowerCase(java.util.Locale.ROOT))) {
-                shown.set(i + 1, "****");
-            }
-        }
-        return "command: " + String.join(" ", shown);
-    }
-
-    private static boolean isClusterEnabled(List<String> args) {
-        return "yes".equalsIgnoreCase(lastValueOf(args, "--cluster-enabled"));
-    }
-
-    private static String lastValueOf(List<String> args, String name) {
-        String value = null;
-        for (int i = 0; i + 1 < args.size(); i++) {
-            if (args.get(i).equalsIgnoreCase(name)) {
-                value = args.get(i + 1);
-            }
-        }
-        return value;
-    }
-
-    private static void deleteRecursively(Path root) {
-        if (!Files.exists(root)) {
-            return;
-        }
-        try (Stream<Path> paths = Files.walk(root)) {
-            paths.sorted(Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
-        } catch (IOException e) {
-            LOG.log(Level.WARNING, "Cannot delete " + root, e);
-        }
-    }
-
-    /** SIGKILLs {@code process} and waits for it; true if it is gone. Interrupts are kept. */
-    private static boolean killAndWait(Process process, Duration timeout) {
-        process.destroyForcibly();
-        boolean interrupted = false;
-        try {
-            while (true) {
-                try {
-                    boolean gone = process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
-                    if (gone) {
-                        LIVE_PROCESSES.remove(process);
-                    }
-                    return gone;
-                } catch (InterruptedException e) {
-                    // Finish the kill anyway: a leaked server would outlive the test.
-                    interrupted = true;
-                }
-            }
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
-        }
-    }
-
-    private static void closeAllOnExit() {
-        for (Process process : LIVE_PROCESSES) {
-            process.destroyForcibly();
-        }
-        for (Process process : LIVE_PROCESSES) {
-            killAndWait(process, Duration.ofSeconds(2));
-        }
-        for (Path dir : OPEN_DIRS) {
-            deleteRecursively(dir);
-        }
-    }
-
-    /** The chosen port was bound by someone else before the server could; try another. */
-    private static final class PortTakenException extends IllegalStateException {
-        PortTakenException(String message) {
-            super(message);
-        }
-    }
+  }
 }

@@ -1,0 +1,169 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockException;
+import dev.holdfast.testing.RedisExtension;
+import dev.holdfast.testing.ReplyDroppingProxy;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import redis.clients.jedis.Jedis;
+import redis.clients.jedis.Protocol;
+
+/**
+ * A script that ran but whose reply was lost is retried; the retry must not apply it twice.
+ * The proxy makes that happen for real: Redis runs the request, the reply never arrives.
+ */
+class IdempotenceTest {
+
+  @RegisterExtension
+  static final RedisExtension redis = RedisExtension.standalone();
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  private ReplyDroppingProxy proxy;
+  private LockClient client;
+  private String field;
+
+  @BeforeEach
+  void setUp() throws Exception {
+    redis.flushAll();
+    proxy = new ReplyDroppingProxy(redis.server().port());
+    client = clients.create(Map.of("holdfast.redis.address", proxy.uri(),
+        "holdfast.redis.timeout", "300ms"));
+    field = client.getClientId() + ":" + Thread.currentThread().getId();
+  }
+
+  @AfterEach
+  void tearDown() {
+    proxy.close();
+  }
+
+  @Test
+  void reentrantAcquire_whoseReplyIsLost_countsOnce() {
+    DistributedLock lock = client.getLock("retried");
+    lock.lock();
+    long scriptsBefore = scriptCalls();
+    proxy.dropReplies(1);
+    lock.lock();
+    assertEquals(0, proxy.pendingDrops());
+    long ran = scriptCalls() - scriptsBefore;
+    assertTrue(ran >= 2, "the script really ran twice, but ran " + ran + " times");
+    assertEquals("2", hold("retried"), "a replay must not count as a third hold");
+    lock.unlock();
+    lock.unlock();
+    assertFalse(lock.isLocked());
+  }
+
+  @Test
+  void firstAcquire_whoseReplyIsLost_countsOnce() {
+    DistributedLock lock = client.getLock("retried");
+    proxy.dropReplies(1);
+    lock.lock(5, TimeUnit.SECONDS);
+    assertEquals("1", hold("retried"));
+    lock.unlock();
+    assertFalse(lock.isLocked(), "one unlock releases a lock taken once");
+  }
+
+  @Test
+  void release_whoseReplyIsLost_decrementsOnce() {
+    DistributedLock lock = client.getLock("retried");
+    lock.lock();
+    lock.lock();
+    proxy.dropReplies(1);
+    lock.unlock();
+    assertEquals("1", hold("retried"), "a replayed decrement would have freed the lock");
+    proxy.dropReplies(1);
+    lock.unlock(); // the replay finds the key deleted by its first run: not an error
+    assertFalse(lock.isLocked());
+    assertTrue(Clients.engine(client).holds().isEmpty());
+  }
+
+  @Test
+  void acquire_whoseRepliesAreAllLost_failsAndTakesItsHoldBack() {
+    DistributedLock lock = client.getLock("retried");
+    lock.lock();
+    proxy.dropReplies(RedisTopology.ATTEMPTS);
+    LockException e = assertThrows(LockException.class, lock::lock);
+    assertTrue(e.getMessage().contains("acquire"), e.getMessage());
+    assertEquals("1", hold("retried"), "the failed acquisition left no extra hold");
+    lock.unlock();
+    assertFalse(lock.isLocked());
+  }
+
+  @Test
+  void acquire_replayedAfterClientPause_countsOnce() {
+    LockClient direct = clients.create(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.redis.timeout", "200ms"));
+    DistributedLock lock = direct.getLock("paused");
+    lock.lock();
+    try (Jedis jedis = redis.server().admin()) {
+      // Writes (and scripts) wait 450 ms: longer than two socket timeouts.
+      jedis.sendCommand(Protocol.Command.CLIENT, "PAUSE", "450", "WRITE");
+    }
+    lock.lock();
+    String directField = direct.getClientId() + ":" + Thread.currentThread().getId();
+    try (Jedis jedis = redis.server().admin()) {
+      assertEquals("2", jedis.hget("paused", directField));
+    }
+    lock.unlock();
+    lock.unlock();
+    assertFalse(lock.isLocked());
+  }
+
+  @Test
+  void scripts_replayedByHand_areAnsweredNotApplied() {
+    LockEngine engine = Clients.engine(client);
+    RedisTopology topology = engine.topology();
+    List<String> key = List.of("manual");
+    List<String> firstAcquire = List.of("10000", field, "0");
+    assertEquals(List.of(1L, 1L), topology.eval(LockScripts.ACQUIRE, key, firstAcquire));
+    assertEquals(List.of(1L, 1L), topology.eval(LockScripts.ACQUIRE, key, firstAcquire));
+    List<String> reentry = List.of("10000", field, "1");
+    assertEquals(List.of(1L, 2L), topology.eval(LockScripts.ACQUIRE, key, reentry));
+    assertEquals(List.of(1L, 2L), topology.eval(LockScripts.ACQUIRE, key, reentry));
+    List<String> release = List.of("manual", "redisson_lock__channel:{manual}",
+        "holdfast_unlock_marker:{manual}:r1");
+    List<String> fromTwo = List.of(field, "10000", "2", "publish", "5000");
+    assertEquals(1L, topology.eval(LockScripts.RELEASE, release, fromTwo));
+    assertEquals(1L, topology.eval(LockScripts.RELEASE, release, fromTwo));
+    List<String> fromOne = List.of(field, "10000", "1", "publish", "5000");
+    assertEquals(0L, topology.eval(LockScripts.RELEASE, release, fromOne));
+    assertEquals(0L, topology.eval(LockScripts.RELEASE, release, fromOne));
+    List<String> otherRequest = List.of("manual", "redisson_lock__channel:{manual}",
+        "holdfast_unlock_marker:{manual}:r2");
+    assertEquals(-1L, topology.eval(LockScripts.RELEASE, otherRequest, fromOne),
+        "a new release of a lock not held is refused");
+  }
+
+  private String hold(String key) {
+    try (Jedis jedis = redis.server().admin()) {
+      return jedis.hget(key, field);
+    }
+  }
+
+  private long scriptCalls() {
+    try (Jedis jedis = redis.server().admin()) {
+      String stats = jedis.info("commandstats");
+      long calls = 0;
+      for (String line : stats.split("\r?\n")) {
+        if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
+          String count = line.replaceAll("^cmdstat_\\w+:calls=(\\d+),.*", "$1");
+          calls += Long.parseLong(count);
+        }
+      }
+      return calls;
+    }
+  }
+}

@@ -1,0 +1,14 @@
+/**
+ * Test harness: real {@code redis-server} processes on loopback for Holdfast's tests — a single
+ * server ({@link dev.holdfast.testing.RedisServer}), Sentinel
+ * ({@link dev.holdfast.testing.RedisSentinelSetup}) and Cluster
+ * ({@link dev.holdfast.testing.RedisClusterSetup}) topologies, the JUnit 5
+ * {@link dev.holdfast.testing.RedisExtension} that owns one per test class, and
+ * {@link dev.holdfast.testing.Await} for waiting on conditions instead of sleeping.
+ *
+ * <p>Test code only; not part of Holdfast's API. Every process is started by and killed by this
+ * package (explicitly, or by a shutdown hook), listens on 127.0.0.1 only and persists nothing.
+ * The binary is {@code redis-server} from {@code PATH}, else the one bundled in
+ * {@code org.signal:embedded-redis}; {@code -Dholdfast.redis-server=<path>|embedded} overrides.
+ */
+package dev.holdfast.testing;
