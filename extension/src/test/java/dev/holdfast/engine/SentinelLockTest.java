@@ -1,0 +1,104 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.testing.Await;
+import dev.holdfast.testing.RedisExtension;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.Jedis;
+
+/** Locks through Redis Sentinel, before and across a failover. */
+class SentinelLockTest {
+
+  @RegisterExtension
+  final RedisExtension redis = RedisExtension.sentinel(); // fresh per test: failover is one-way
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  private final ExecutorService threads = Executors.newCachedThreadPool();
+
+  @AfterEach
+  void stopThreads() {
+    threads.shutdownNow();
+  }
+
+  private Map<String, String> config() {
+    return Map.of("holdfast.redis.mode", "sentinel",
+        "holdfast.redis.nodes", redis.sentinelSetup().sentinelNodes(),
+        "holdfast.redis.sentinel.master", redis.sentinelSetup().masterName(),
+        "holdfast.redis.timeout", "500ms");
+  }
+
+  @Test
+  void locksOnTheMaster_andWakesWaiters() throws Exception {
+    LockClient a = clients.create(config());
+    LockClient b = clients.create(config());
+    DistributedLock lock = a.getLock("sentinel-lock");
+    lock.lock();
+    try (Jedis master = redis.sentinelSetup().master().admin()) {
+      assertTrue(master.exists("sentinel-lock"));
+    }
+    Future<Boolean> waiter = threads.submit(() -> b.getLock("sentinel-lock").tryLock(20, TimeUnit.SECONDS));
+    awaitSubscribed(redis.sentinelSetup().currentMaster());
+    long released = System.nanoTime();
+    lock.unlock();
+    assertTrue(waiter.get(10, TimeUnit.SECONDS));
+    assertTrue(System.nanoTime() - released < TimeUnit.SECONDS.toNanos(2), "woken by message");
+  }
+
+  @Test
+  void failover_lockSurvivesOnPromotedReplica_andWaiterFollowsTheNewMaster() throws Exception {
+    LockClient a = clients.create(config());
+    LockClient b = clients.create(config());
+    DistributedLock lock = a.getLock("ha-lock");
+    lock.lock(); // 30 s watchdog lease
+    try (Jedis master = redis.sentinelSetup().master().admin()) {
+      // Replication is asynchronous: make sure the replica has the lock before the master dies.
+      assertEquals(1, master.waitReplicas(1, 5_000));
+    }
+    Future<Long> waiter = threads.submit(() -> {
+      b.getLock("ha-lock").lock();
+      long at = System.nanoTime();
+      b.getLock("ha-lock").unlock();
+      return at;
+    });
+    awaitSubscribed(redis.sentinelSetup().currentMaster());
+
+    HostAndPort promoted = redis.sentinelSetup().failover();
+
+    Await.until(Duration.ofSeconds(20), () -> subscribers(promoted) > 0,
+        "waiter resubscribed on the new master");
+    assertTrue(lock.isHeldByCurrentThread(), "the lock was replicated before the failover");
+    long released = System.nanoTime();
+    lock.unlock();
+    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(20, TimeUnit.SECONDS) - released);
+    assertTrue(latency < 2_000, "woken by the new master's message: " + latency + "ms");
+    assertFalse(lock.isLocked());
+  }
+
+  private void awaitSubscribed(HostAndPort master) {
+    Await.until(Duration.ofSeconds(5), () -> subscribers(master) > 0, "waiter subscribed");
+  }
+
+  private static long subscribers(HostAndPort node) {
+    try (Jedis jedis = new Jedis(node)) {
+      return jedis.pubsubChannels("redisson_lock__channel:*").size();
+    } catch (RuntimeException e) {
+      return 0;
+    }
+  }
+}
