@@ -33,7 +33,9 @@ import java.util.concurrent.locks.Lock;
  * <h2>Thread safety</h2>
  * Handles are immutable, cheap, and safe to share between threads; two handles for the same name
  * from the same client are interchangeable. Every method may block on Redis I/O for up to the
- * configured timeout (and retries), and throws {@link LockException} when Redis cannot be reached.
+ * configured timeout (and retries), and throws {@link LockException} when Redis cannot be reached
+ * — except that a thread already <em>waiting</em> for the lock rides out an outage (a restart, a
+ * failover) for up to one watchdog timeout before it gives up with that exception.
  */
 public interface DistributedLock extends Lock {
 
