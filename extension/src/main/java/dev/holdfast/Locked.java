@@ -1,0 +1,84 @@
+package dev.holdfast;
+
+import jakarta.enterprise.util.Nonbinding;
+import jakarta.interceptor.Interceptor;
+import jakarta.interceptor.InterceptorBinding;
+import java.lang.annotation.Documented;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Inherited;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
+
+/**
+ * Runs the annotated method while holding a distributed lock: at most one invocation at a time
+ * across every instance of the application that shares the Redis deployment.
+ *
+ * <pre>{@code
+ * @Locked("inventory:{sku}")                           // one lock per SKU
+ * public void reserve(String sku, int qty) { ... }
+ *
+ * @Locked(value = "nightly-report", waitTime = "0s")   // skip if another node is running it
+ * public void report() { ... }
+ * }</pre>
+ *
+ * <p>On a class, it applies to every business method of the bean (as CDI interceptor bindings
+ * do); an annotation on a method replaces the class's. The contract:
+ * <ol>
+ *   <li>The lock is acquired before the method runs and released in {@code finally}, also when
+ *       the method throws. A failing release never hides the method's own exception (it is added
+ *       as suppressed); after a successful method it is thrown.</li>
+ *   <li>The lock is reentrant: a locked method that calls another method locked on the same name
+ *       (on the same thread) does not deadlock.</li>
+ *   <li>If the lock cannot be acquired within {@link #waitTime()}, the method does not run and
+ *       {@link LockNotAcquiredException} names the lock and the wait.</li>
+ *   <li>The interceptor runs at {@link #PRIORITY}, outside {@code @Transactional} (200): the lock
+ *       is taken before the transaction begins and released after it commits.</li>
+ *   <li>Everything is validated at deployment (template placeholders, durations, whether the
+ *       container can intercept the method): a mistake fails the deployment with a message naming
+ *       the class, the method, the member and the value.</li>
+ * </ol>
+ *
+ * <p>Values can be overridden by MicroProfile Config, most specific first:
+ * {@code holdfast."<fqcn>/<method>".locked.wait-time}, {@code holdfast."<fqcn>".locked.wait-time},
+ * {@code holdfast.locked.wait-time}, then the annotation (likewise {@code lease-time}).
+ */
+@Inherited
+@Documented
+@InterceptorBinding
+@Retention(RetentionPolicy.RUNTIME)
+@Target({ElementType.METHOD, ElementType.TYPE})
+public @interface Locked {
+
+  /**
+   * The interceptor's priority, {@code Interceptor.Priority.PLATFORM_BEFORE + 150}: after the
+   * platform's own early interceptors, before {@code @Transactional} at
+   * {@code PLATFORM_BEFORE + 200}.
+   */
+  int PRIORITY = Interceptor.Priority.PLATFORM_BEFORE + 150;
+
+  /**
+   * The lock name, a template: {@code {sku}} is replaced by the parameter named {@code sku}
+   * (compile with {@code -parameters}), {@code {0}} by the first parameter, using
+   * {@code String.valueOf}; {@code {{} and {@code }}} stand for literal braces (for a Redis Cluster
+   * hash tag, write {@code "order:{{{id}}}"}). A {@code null} argument fails the call. Empty (the
+   * default) means {@code <declaring class name>.<method name>}.
+   */
+  @Nonbinding
+  String value() default "";
+
+  /**
+   * How long to wait for another holder, as a duration ({@code 500ms}, {@code 2s}, {@code PT1M});
+   * {@code 0s} means don't wait. Empty (the default) waits as long as it takes, like
+   * {@link java.util.concurrent.locks.Lock#lock()}.
+   */
+  @Nonbinding
+  String waitTime() default "";
+
+  /**
+   * The lease, as a duration: the lock frees itself after it, whether or not the method is done.
+   * Empty (the default) uses the watchdog: the lock is renewed until the method returns.
+   */
+  @Nonbinding
+  String leaseTime() default "";
+}

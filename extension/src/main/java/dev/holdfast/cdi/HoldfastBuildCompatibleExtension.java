@@ -1,0 +1,144 @@
+package dev.holdfast.cdi;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.Locked;
+import jakarta.enterprise.context.Dependent;
+import jakarta.enterprise.inject.build.compatible.spi.BeanInfo;
+import jakarta.enterprise.inject.build.compatible.spi.BuildCompatibleExtension;
+import jakarta.enterprise.inject.build.compatible.spi.Discovery;
+import jakarta.enterprise.inject.build.compatible.spi.InjectionPointInfo;
+import jakarta.enterprise.inject.build.compatible.spi.Messages;
+import jakarta.enterprise.inject.build.compatible.spi.Registration;
+import jakarta.enterprise.inject.build.compatible.spi.ScannedClasses;
+import jakarta.enterprise.inject.build.compatible.spi.SkipIfPortableExtensionPresent;
+import jakarta.enterprise.inject.build.compatible.spi.Synthesis;
+import jakarta.enterprise.inject.build.compatible.spi.SyntheticComponents;
+import jakarta.enterprise.inject.literal.NamedLiteral;
+import jakarta.enterprise.lang.model.AnnotationInfo;
+import jakarta.enterprise.lang.model.AnnotationMember;
+import jakarta.enterprise.lang.model.declarations.ClassInfo;
+import jakarta.enterprise.lang.model.declarations.DeclarationInfo;
+import jakarta.enterprise.lang.model.declarations.MethodInfo;
+import jakarta.enterprise.lang.model.declarations.ParameterInfo;
+import jakarta.enterprise.lang.model.types.Type;
+import jakarta.inject.Named;
+import java.lang.reflect.Modifier;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.locks.Lock;
+
+/**
+ * Holdfast for CDI Lite (Quarkus ArC), which runs only build-compatible extensions. The same
+ * behaviour as {@link HoldfastExtension}, through the same validation code: the library's beans
+ * are added as scanned classes, {@code @Locked} methods are checked at build time, named locks
+ * become synthetic beans, and the run-time configuration is checked at startup by
+ * {@link HoldfastStartup}. Skipped where the portable extension runs.
+ */
+@SkipIfPortableExtensionPresent(HoldfastExtension.class)
+public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtension {
+  private final Set<String> lockNames = new TreeSet<>();
+
+  /** For the container. */
+  public HoldfastBuildCompatibleExtension() {
+  }
+
+  @Discovery
+  public void addLibraryBeans(ScannedClasses scanned) {
+    for (Class<?> type : List.of(LockedInterceptor.class, LockedOperations.class,
+        HoldfastProducer.class, HoldfastStartup.class)) {
+      scanned.add(type.getName());
+    }
+  }
+
+  @Registration(types = Object.class)
+  public void inspect(BeanInfo bean, Messages messages) {
+    for (InjectionPointInfo ip : bean.injectionPoints()) {
+      collectNamedLock(ip, messages);
+    }
+    if (bean.isClassBean()) {
+      for (LockedTarget target : targets(bean.declaringClass())) {
+        LockedDefinitions.problems(target).forEach(p -> messages.error(p, bean));
+      }
+    }
+  }
+
+  @Synthesis
+  public void addNamedLockBeans(SyntheticComponents components) {
+    for (String name : lockNames) {
+      components.addBean(DistributedLock.class)
+          .type(DistributedLock.class)
+          .type(Lock.class)
+          .qualifier(NamedLiteral.of(name))
+          .scope(Dependent.class)
+          .withParam(NamedLocks.NAME_PARAM, name)
+          .createWith(NamedLocks.Creator.class);
+    }
+  }
+
+  private void collectNamedLock(InjectionPointInfo ip, Messages messages) {
+    Type type = ip.type();
+    if (!type.isClass() || !NamedLocks.isLockType(type.asClass().declaration().name())) {
+      return;
+    }
+    AnnotationInfo named = ip.qualifiers().stream()
+        .filter(q -> q.name().equals(Named.class.getName())).findFirst().orElse(null);
+    if (named == null) {
+      return;
+    }
+    DeclarationInfo declaration = ip.declaration();
+    String field = declaration.kind() == DeclarationInfo.Kind.FIELD
+        ? declaration.asField().name() : null;
+    String value = named.hasValue() ? named.value().asString() : "";
+    try {
+      lockNames.add(NamedLocks.resolve(value, field, describe(declaration)));
+    } catch (IllegalArgumentException e) {
+      messages.error(e.getMessage(), ip.declaration());
+    }
+  }
+
+  /** The language-model twin of {@link LockedDefinitions#targets(Class)}. */
+  private static List<LockedTarget> targets(ClassInfo beanClass) {
+    List<LockedTarget> targets = new ArrayList<>();
+    AnnotationInfo onClass = beanClass.annotation(Locked.class);
+    boolean classFinal = Modifier.isFinal(beanClass.modifiers());
+    for (MethodInfo m : beanClass.methods()) {
+      if (m.isConstructor() || m.declaringClass().name().equals(Object.class.getName())) {
+        continue;
+      }
+      AnnotationInfo own = m.annotation(Locked.class);
+      boolean business = !Modifier.isPrivate(m.modifiers()) && !m.isStatic();
+      if (own == null && (onClass == null || !business)) {
+        continue;
+      }
+      AnnotationInfo locked = own != null ? own : onClass;
+      List<String> names = new ArrayList<>();
+      List<String> types = new ArrayList<>();
+      for (ParameterInfo p : m.parameters()) {
+        names.add(p.name());
+        types.add(p.type().toString());
+      }
+      targets.add(new LockedTarget(m.declaringClass().name(), m.name(), types, names,
+          m.modifiers(), classFinal, own == null, member(locked, "value"),
+          member(locked, "waitTime"), member(locked, "leaseTime")));
+    }
+    return targets;
+  }
+
+  private static String member(AnnotationInfo annotation, String name) {
+    AnnotationMember member = annotation.member(name);
+    return member == null ? "" : member.asString();
+  }
+
+  private static String describe(DeclarationInfo declaration) {
+    return switch (declaration.kind()) {
+      case FIELD -> declaration.asField().declaringClass().name() + "."
+          + declaration.asField().name();
+      case PARAMETER -> "parameter " + declaration.asParameter().name() + " of "
+          + declaration.asParameter().declaringMethod().declaringClass().name() + "."
+          + declaration.asParameter().declaringMethod().name();
+      default -> declaration.toString();
+    };
+  }
+}

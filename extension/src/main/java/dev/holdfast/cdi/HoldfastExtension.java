@@ -1,0 +1,126 @@
+package dev.holdfast.cdi;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import jakarta.enterprise.context.Dependent;
+import jakarta.enterprise.event.Observes;
+import jakarta.enterprise.inject.Any;
+import jakarta.enterprise.inject.spi.AfterBeanDiscovery;
+import jakarta.enterprise.inject.spi.AfterDeploymentValidation;
+import jakarta.enterprise.inject.spi.AnnotatedField;
+import jakarta.enterprise.inject.spi.BeanManager;
+import jakarta.enterprise.inject.spi.BeforeBeanDiscovery;
+import jakarta.enterprise.inject.spi.DefinitionException;
+import jakarta.enterprise.inject.spi.DeploymentException;
+import jakarta.enterprise.inject.spi.Extension;
+import jakarta.enterprise.inject.spi.InjectionPoint;
+import jakarta.enterprise.inject.spi.ProcessInjectionPoint;
+import jakarta.enterprise.inject.spi.ProcessManagedBean;
+import jakarta.inject.Named;
+import jakarta.enterprise.inject.literal.NamedLiteral;
+import java.lang.reflect.Type;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.locks.Lock;
+import org.eclipse.microprofile.config.ConfigProvider;
+
+/**
+ * Holdfast for CDI Full containers (Weld: WildFly, weld-junit5, Open Liberty, Payara).
+ *
+ * <ul>
+ *   <li>Adds the library's own beans (the interceptor, its operation cache, the
+ *       {@link LockClient} producer): the jar has no {@code beans.xml}, so they are registered
+ *       exactly once, here.</li>
+ *   <li>Validates every {@code @Locked} method of every managed bean, and the configuration
+ *       (including {@code @Locked} overrides) in {@code AfterDeploymentValidation}: mistakes
+ *       fail the deployment.</li>
+ *   <li>Adds one {@code @Dependent} bean per name used at a {@code @Named DistributedLock} or
+ *       {@code @Named Lock} injection point.</li>
+ * </ul>
+ */
+public class HoldfastExtension implements Extension {
+  private final Set<String> lockNames = ConcurrentHashMap.newKeySet();
+  private final List<LockedTarget> lockedMethods = new CopyOnWriteArrayList<>();
+
+  void addLibraryBeans(@Observes BeforeBeanDiscovery discovery, BeanManager beans) {
+    for (Class<?> type : List.of(LockedInterceptor.class, LockedOperations.class,
+        HoldfastProducer.class)) {
+      discovery.addAnnotatedType(beans.createAnnotatedType(type), type.getName());
+    }
+  }
+
+  void checkLockedMethods(@Observes ProcessManagedBean<?> bean) {
+    Class<?> beanClass = bean.getAnnotatedBeanClass().getJavaClass();
+    for (LockedTarget target : LockedDefinitions.targets(beanClass)) {
+      List<String> problems = LockedDefinitions.problems(target);
+      problems.forEach(p -> bean.addDefinitionError(new DefinitionException(p)));
+      if (problems.isEmpty()) {
+        lockedMethods.add(target);
+      }
+    }
+  }
+
+  void collectNamedLock(@Observes ProcessInjectionPoint<?, ?> event) {
+    InjectionPoint ip = event.getInjectionPoint();
+    Type type = ip.getType();
+    if (!(type instanceof Class<?> c) || !NamedLocks.isLockType(c.getName())) {
+      return;
+    }
+    Named named = ip.getQualifiers().stream().filter(Named.class::isInstance)
+        .map(Named.class::cast).findFirst().orElse(null);
+    if (named == null) {
+      return; // an unqualified Lock is someone else's bean
+    }
+    String field = ip.getAnnotated() instanceof AnnotatedField<?> f
+        ? f.getJavaMember().getName() : null;
+    try {
+      String name = NamedLocks.resolve(named.value(), field, String.valueOf(ip.getMember()));
+      lockNames.add(name);
+      if (named.value().isEmpty()) {
+        // @Named on a field means @Named("<field>"): make the injection point say so.
+        event.configureInjectionPoint().qualifiers(qualifiersWith(ip, name));
+      }
+    } catch (IllegalArgumentException e) {
+      event.addDefinitionError(new DefinitionException(e.getMessage()));
+    }
+  }
+
+  private static Set<java.lang.annotation.Annotation> qualifiersWith(InjectionPoint ip,
+      String name) {
+    Set<java.lang.annotation.Annotation> qualifiers = new java.util.HashSet<>();
+    for (var q : ip.getQualifiers()) {
+      if (!(q instanceof Named)) {
+        qualifiers.add(q);
+      }
+    }
+    qualifiers.add(NamedLiteral.of(name));
+    return qualifiers;
+  }
+
+  void addNamedLockBeans(@Observes AfterBeanDiscovery abd, BeanManager beans) {
+    for (String name : lockNames) {
+      abd.<DistributedLock>addBean()
+          .beanClass(HoldfastExtension.class)
+          .types(DistributedLock.class, Lock.class, Object.class)
+          .qualifiers(NamedLiteral.of(name), Any.Literal.INSTANCE)
+          .scope(Dependent.class)
+          .createWith(ctx -> beans.createInstance().select(LockClient.class).get().getLock(name));
+    }
+  }
+
+  void validateConfiguration(@Observes AfterDeploymentValidation adv) {
+    List<String> problems = new ArrayList<>(HoldfastConfig.problems(ConfigProvider.getConfig()));
+    var config = HoldfastConfig.lookup(ConfigProvider.getConfig());
+    for (LockedTarget target : lockedMethods) {
+      try {
+        LockedDefinitions.prepare(target, config);
+      } catch (IllegalArgumentException e) {
+        problems.add(e.getMessage());
+      }
+    }
+    problems.forEach(p -> adv.addDeploymentProblem(new DeploymentException(p)));
+  }
+}

@@ -1,0 +1,44 @@
+package dev.holdfast.cdi;
+
+import dev.holdfast.LockClient;
+import dev.holdfast.LockLost;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Event;
+import jakarta.enterprise.inject.Disposes;
+import jakarta.enterprise.inject.Produces;
+import jakarta.inject.Singleton;
+import org.eclipse.microprofile.config.ConfigProvider;
+
+/**
+ * Produces the application's {@link LockClient} from MicroProfile Config (read at run time, also
+ * in Quarkus), closes it at shutdown, and turns lost-lock reports into CDI events: observe them
+ * with {@code @Observes LockLost} (on the watchdog's thread: keep it short) or
+ * {@code @ObservesAsync LockLost}.
+ *
+ * <p>An application replaces this client by producing its own {@code LockClient} as an enabled
+ * {@code @Alternative}.
+ */
+@ApplicationScoped
+public class HoldfastProducer {
+
+  /** For the container. */
+  public HoldfastProducer() {
+  }
+
+  // @Singleton rather than @ApplicationScoped: LockClient is final and cannot be proxied.
+  @Produces
+  @Singleton
+  LockClient lockClient(Event<LockLost> lostEvents) {
+    LockClient client =
+        LockClient.create(HoldfastConfig.clientProperties(ConfigProvider.getConfig()));
+    client.onLockLost(lost -> {
+      lostEvents.fire(lost);
+      lostEvents.fireAsync(lost);
+    });
+    return client;
+  }
+
+  void close(@Disposes LockClient client) {
+    client.close();
+  }
+}

@@ -1,0 +1,28 @@
+package dev.holdfast.cdi;
+
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.context.Initialized;
+import jakarta.enterprise.event.Observes;
+import java.util.List;
+import org.eclipse.microprofile.config.ConfigProvider;
+
+/**
+ * Checks the run-time configuration when the application starts, for containers whose extension
+ * runs at build time (Quarkus): a bad {@code holdfast.*} value stops the start instead of
+ * surfacing at the first locked call. The portable extension makes the same check during
+ * deployment validation and does not register this bean.
+ */
+@ApplicationScoped
+public class HoldfastStartup {
+
+  /** For the container. */
+  public HoldfastStartup() {
+  }
+
+  void check(@Observes @Initialized(ApplicationScoped.class) Object started) {
+    List<String> problems = HoldfastConfig.problems(ConfigProvider.getConfig());
+    if (!problems.isEmpty()) {
+      throw new IllegalStateException(String.join("\n", problems));
+    }
+  }
+}

@@ -1,0 +1,56 @@
+package dev.holdfast.cdi;
+
+import dev.holdfast.Locked;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.lang.reflect.Parameter;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * A method that carries {@link Locked}, described without reflection or CDI language-model types
+ * so that the portable extension (reflection), the build-compatible extension (language model)
+ * and the interceptor share one validation.
+ *
+ * @param className      the name of the class that declares the method
+ * @param methodName     the method's name
+ * @param parameterTypes simple names of the parameter types, for messages
+ * @param parameterNames the parameter names ({@code arg0}... without {@code -parameters})
+ * @param modifiers      the method's {@link Modifier} bits
+ * @param classFinal     whether the bean class is final
+ * @param classLevel     whether the annotation comes from the class rather than the method
+ * @param value          {@link Locked#value()}
+ * @param waitTime       {@link Locked#waitTime()}
+ * @param leaseTime      {@link Locked#leaseTime()}
+ */
+record LockedTarget(String className, String methodName, List<String> parameterTypes,
+    List<String> parameterNames, int modifiers, boolean classFinal, boolean classLevel,
+    String value, String waitTime, String leaseTime) {
+
+  /**
+   * Describes {@code method} of {@code beanClass} as annotated by {@code locked}. The method's
+   * declaring class names the default lock and the config keys.
+   */
+  static LockedTarget of(Class<?> beanClass, Method method, Locked locked, boolean classLevel) {
+    return new LockedTarget(method.getDeclaringClass().getName(), method.getName(),
+        Arrays.stream(method.getParameterTypes()).map(Class::getSimpleName).toList(),
+        Arrays.stream(method.getParameters()).map(Parameter::getName).toList(),
+        method.getModifiers(), Modifier.isFinal(beanClass.getModifiers()), classLevel,
+        locked.value(), locked.waitTime(), locked.leaseTime());
+  }
+
+  /** {@code com.acme.Inventory.reserve(String, int)}, for messages. */
+  String where() {
+    return className + "." + methodName + "(" + String.join(", ", parameterTypes) + ")";
+  }
+
+  /** The config key {@code holdfast."<fqcn>/<method>".locked.<member>}. */
+  String methodKey(String member) {
+    return "holdfast.\"" + className + "/" + methodName + "\".locked." + member;
+  }
+
+  /** The config key {@code holdfast."<fqcn>".locked.<member>}. */
+  String classKey(String member) {
+    return "holdfast.\"" + className + "\".locked." + member;
+  }
+}

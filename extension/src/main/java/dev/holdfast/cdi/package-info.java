@@ -1,0 +1,11 @@
+/**
+ * The CDI adapter: a portable {@code Extension} for CDI Full containers (Weld: WildFly,
+ * weld-junit5, Open Liberty, Payara) and a {@code BuildCompatibleExtension} for CDI Lite (Quarkus
+ * ArC), the {@link dev.holdfast.Locked @Locked} interceptor, {@code @Named} lock beans and the
+ * {@link dev.holdfast.LockClient} producer reading MicroProfile Config.
+ *
+ * <p><b>Not API</b>, except through the annotations and types of {@code dev.holdfast}. Both
+ * extensions describe what they find as {@link dev.holdfast.cdi.LockedTarget}s and hand them to
+ * the same validation and preparation code, so both containers behave alike.
+ */
+package dev.holdfast.cdi;

@@ -1,0 +1,208 @@
+package dev.holdfast.cdi;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockLost;
+import dev.holdfast.Locked;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import jakarta.enterprise.event.ObservesAsync;
+import jakarta.inject.Inject;
+import jakarta.inject.Named;
+import jakarta.inject.Singleton;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Lock;
+
+/** The beans the CDI tests deploy, as an application would write them. */
+final class Beans {
+  private Beans() {
+  }
+
+  /** A read-modify-write on shared state that loses updates unless calls are exclusive. */
+  @ApplicationScoped
+  public static class Inventory {
+    static final AtomicInteger STOCK = new AtomicInteger();
+    static final AtomicBoolean INSIDE = new AtomicBoolean();
+    static final AtomicInteger OVERLAPS = new AtomicInteger();
+
+    @Inject
+    LockClient client;
+
+    @Locked("inventory:{sku}")
+    public boolean reserve(String sku, int qty) {
+      if (!INSIDE.compareAndSet(false, true)) {
+        OVERLAPS.incrementAndGet();
+      }
+      try {
+        int left = STOCK.get();
+        Thread.yield();
+        if (left < qty) {
+          return false;
+        }
+        STOCK.set(left - qty);
+        return true;
+      } finally {
+        INSIDE.set(false);
+      }
+    }
+
+    @Locked("stock:{0}:{{tag}}")
+    public boolean heldDuring(String sku) {
+      // Exactly one hold: the interceptor is registered once, not once per discovery path.
+      return client.getLock("stock:" + sku + ":{tag}").getHoldCount() == 1;
+    }
+  }
+
+  @ApplicationScoped
+  public static class Reports {
+    private final CountDownLatch entered = new CountDownLatch(1);
+    private final CountDownLatch release = new CountDownLatch(1);
+
+    public CountDownLatch entered() {
+      return entered;
+    }
+
+    public CountDownLatch release() {
+      return release;
+    }
+
+    @Inject
+    Reports self;
+
+    @Locked(value = "nightly-report", waitTime = "0s")
+    public void report() throws InterruptedException {
+      entered.countDown();
+      release.await(20, TimeUnit.SECONDS);
+    }
+
+    @Locked(value = "quick-report", waitTime = "200ms", leaseTime = "10s")
+    public long quick(LockClient client) {
+      return client.getLock("quick-report").remainTimeToLive();
+    }
+
+    @Locked("outer")
+    public int outer() {
+      return self.inner();
+    }
+
+    @Locked("outer")
+    public int inner() {
+      return 42;
+    }
+
+    @Locked("failing")
+    public void fail() {
+      throw new IllegalStateException("the method's own failure");
+    }
+
+    @Locked("sabotaged")
+    public void failAfterLosingTheLock(LockClient client) {
+      client.getLock("sabotaged").forceUnlock();
+      throw new IllegalStateException("the method's own failure");
+    }
+
+    @Locked("sabotaged-ok")
+    public void succeedAfterLosingTheLock(LockClient client) {
+      client.getLock("sabotaged-ok").forceUnlock();
+    }
+
+    @Locked("user:{id}")
+    public void forUser(String id) {
+    }
+  }
+
+  /** Every business method runs under the lock named after it. */
+  @Locked
+  @ApplicationScoped
+  public static class Ledger {
+    @Inject
+    LockClient client;
+
+    public boolean post() {
+      return client.getLock(Ledger.class.getName() + ".post").isHeldByCurrentThread();
+    }
+
+    @Locked(value = "ledger-close")
+    public boolean close() {
+      return client.getLock("ledger-close").isHeldByCurrentThread()
+          && !client.getLock(Ledger.class.getName() + ".close").isLocked();
+    }
+  }
+
+  @ApplicationScoped
+  public static class Payments {
+    @Locked("payment:{0}")
+    @TestTransactional
+    public void pay(String lockName) {
+      TestTransactionInterceptor.EVENTS.add("work");
+    }
+  }
+
+  /** Injects named locks in every way CDI allows (not proxied, so tests read its fields). */
+  @Singleton
+  public static class LockUser {
+    @Inject
+    @Named("payouts")
+    DistributedLock payouts;
+
+    @Inject
+    @Named("payouts")
+    Lock samePayouts;
+
+    @Inject
+    @Named
+    DistributedLock reportLock;
+
+    @Inject
+    LockClient client;
+
+    final DistributedLock fromConstructor;
+    Lock fromInitializer;
+
+    @Inject
+    LockUser(@Named("ctor-lock") DistributedLock lock) {
+      this.fromConstructor = lock;
+    }
+
+    @Inject
+    void init(@Named("init-lock") Lock lock) {
+      this.fromInitializer = lock;
+    }
+  }
+
+  @Singleton
+  public static class Fragile {
+    final CountDownLatch lost = new CountDownLatch(1);
+
+    @Locked("fragile")
+    public void workWhileLockIsLost(Runnable deleteKey) throws InterruptedException {
+      deleteKey.run();
+      if (!lost.await(10, TimeUnit.SECONDS)) {
+        throw new AssertionError("no LockLost event within 10 s");
+      }
+    }
+  }
+
+  @ApplicationScoped
+  public static class LostLocks {
+    static final List<LockLost> SYNC = new CopyOnWriteArrayList<>();
+    static final List<LockLost> ASYNC = new CopyOnWriteArrayList<>();
+
+    @Inject
+    Fragile fragile;
+
+    void onLost(@Observes LockLost lost) {
+      SYNC.add(lost);
+      fragile.lost.countDown();
+    }
+
+    void onLostAsync(@ObservesAsync LockLost lost) {
+      ASYNC.add(lost);
+    }
+  }
+}
