@@ -1,0 +1,236 @@
+package dev.holdfast.cdi;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.Locked;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.context.Dependent;
+import jakarta.inject.Inject;
+import jakarta.inject.Named;
+import java.util.Map;
+import org.jboss.weld.environment.se.WeldContainer;
+import org.jboss.weld.junit5.WeldInitiator;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Mistakes fail the deployment with a message naming the class, the method or field, the member
+ * and the value — never a surprise at the first call.
+ */
+class DeploymentValidationTest {
+
+  private TestConfig config = TestConfig.of(Map.of());
+
+  @AfterEach
+  void releaseConfig() {
+    config.close();
+  }
+
+  @ApplicationScoped
+  public static class UnknownPlaceholder {
+    @Locked("inventory:{skuu}")
+    public void reserve(String sku, int qty) {
+    }
+  }
+
+  @ApplicationScoped
+  public static class IndexOutOfRange {
+    @Locked("inventory:{2}")
+    public void reserve(String sku, int qty) {
+    }
+  }
+
+  @ApplicationScoped
+  public static class UnclosedBrace {
+    @Locked("inventory:{sku")
+    public void reserve(String sku) {
+    }
+  }
+
+  @ApplicationScoped
+  public static class BadWait {
+    @Locked(value = "report", waitTime = "2 sec")
+    public void report() {
+    }
+  }
+
+  @ApplicationScoped
+  public static class NegativeLease {
+    @Locked(value = "report", leaseTime = "PT-5S")
+    public void report() {
+    }
+  }
+
+  @ApplicationScoped
+  public static class PrivateMethod {
+    public void run() {
+      hidden();
+    }
+
+    @Locked("hidden")
+    private void hidden() {
+    }
+  }
+
+  @Dependent
+  public static class StaticMethod {
+    @Locked("static")
+    public static void run() {
+    }
+  }
+
+  @Dependent
+  public static class FinalMethod {
+    @Locked("final")
+    public final void run() {
+    }
+  }
+
+  @Locked
+  @Dependent
+  public static class ClassLevelWithFinalMethod {
+    public void fine() {
+    }
+
+    public final void unlocked() {
+    }
+  }
+
+  @Dependent
+  public static class NamelessParameter {
+    @Inject
+    NamelessParameter(@Named DistributedLock lock) {
+    }
+  }
+
+  @ApplicationScoped
+  public static class Valid {
+    @Locked(value = "fine", waitTime = "1s")
+    public void run() {
+    }
+  }
+
+  @Test
+  void placeholderNamingNoParameter() {
+    assertFails("Invalid @Locked.value = \"inventory:{skuu}\" on "
+        + UnknownPlaceholder.class.getName() + ".reserve(String, int): placeholder {skuu} "
+        + "names no parameter; the parameters are [sku, qty]", UnknownPlaceholder.class);
+  }
+
+  @Test
+  void placeholderIndexOutOfRange() {
+    assertFails("placeholder {2} but the method has 2 parameter(s)", IndexOutOfRange.class);
+  }
+
+  @Test
+  void unclosedBrace() {
+    assertFails("unclosed '{' at position 10", UnclosedBrace.class);
+  }
+
+  @Test
+  void unparseableDuration() {
+    assertFails("Invalid @Locked.waitTime = \"2 sec\" on " + BadWait.class.getName()
+        + ".report(): @Locked.waitTime='2 sec' is not a duration", BadWait.class);
+  }
+
+  @Test
+  void negativeLease() {
+    assertFails("@Locked.leaseTime='PT-5S' must be positive", NegativeLease.class);
+  }
+
+  @Test
+  void privateMethod() {
+    assertFails("private methods are not intercepted", PrivateMethod.class);
+  }
+
+  @Test
+  void staticMethod() {
+    assertFails("static methods are not intercepted", StaticMethod.class);
+  }
+
+  @Test
+  void finalMethod() {
+    assertFails(FinalMethod.class.getName() + ".run() has no effect: final methods",
+        FinalMethod.class);
+  }
+
+  @Test
+  void classLevelAnnotation_withFinalMethod() {
+    assertFails("@Locked on class " + ClassLevelWithFinalMethod.class.getName()
+        + " applies to " + ClassLevelWithFinalMethod.class.getName()
+        + ".unlocked(), but final methods are not intercepted", ClassLevelWithFinalMethod.class);
+  }
+
+  @Test
+  void namedParameterWithoutValue() {
+    assertFails("has no name: @Named without a value means the field name only on fields",
+        NamelessParameter.class);
+  }
+
+  @Test
+  void invalidClientConfig_namesTheKey() {
+    config.close();
+    config = TestConfig.of(Map.of("holdfast.redis.timeout", "soon"));
+    assertFails("holdfast.redis.timeout='soon' is not a duration", Valid.class);
+  }
+
+  @Test
+  void misspelledClientKey_isReported() {
+    config.close();
+    config = TestConfig.of(Map.of("holdfast.redis.adress", "redis://x:1"));
+    assertFails("Unknown configuration key 'holdfast.redis.adress'", Valid.class);
+  }
+
+  @Test
+  void invalidOverride_namesTheKey() {
+    config.close();
+    String key = "holdfast.\"" + Valid.class.getName() + "/run\".locked.wait-time";
+    config = TestConfig.of(Map.of(key, "forever"));
+    assertFails(key + "='forever' is not a duration", Valid.class);
+  }
+
+  @Test
+  void overrideWithUnknownMember_isReported() {
+    config.close();
+    config = TestConfig.of(Map.of("holdfast.locked.wait", "2s"));
+    assertFails("Unknown configuration key 'holdfast.locked.wait'", Valid.class);
+  }
+
+  @Test
+  void negativeLeaseOverride_isReported() {
+    config.close();
+    config = TestConfig.of(Map.of("holdfast.locked.lease-time", "PT-1S"));
+    assertFails("holdfast.locked.lease-time='PT-1S' must be positive", Valid.class);
+  }
+
+  @Test
+  void validDeployment_deploys() {
+    try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(Valid.class).initialize()) {
+      assertTrue(c.isRunning());
+    }
+  }
+
+  private static void assertFails(String expected, Class<?>... beans) {
+    try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(beans).initialize()) {
+      fail("deployment succeeded, expected a failure saying: " + expected);
+    } catch (RuntimeException e) {
+      String all = messages(e);
+      assertTrue(all.contains(expected), "expected «" + expected + "» in:\n" + all);
+    }
+  }
+
+  private static String messages(Throwable t) {
+    StringBuilder all = new StringBuilder();
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      all.append(c.getMessage()).append('\n');
+      for (Throwable s : c.getSuppressed()) {
+        all.append(messages(s));
+      }
+    }
+    return all.toString();
+  }
+}
