@@ -31,7 +31,7 @@ import java.util.regex.Pattern;
  *       darwin amd64/arm64), copied to an executable temp file deleted on exit.</li>
  * </ol>
  */
-final class RedisBinary {
+public final class RedisBinary {
 
   static final String OVERRIDE_PROPERTY = "holdfast.redis-server";
 
@@ -99,9 +99,24 @@ final class RedisBinary {
     return Optional.empty();
   }
 
+  /**
+   * Copies the executable class-path resource {@code resource} (e.g. a redis-server of another
+   * version shipped by a test dependency) to a temp file deleted on exit.
+   *
+   * @return the executable, or empty if no such resource is on the class path
+   */
+  public static Optional<Path> extract(String resource) {
+    if (RedisBinary.class.getClassLoader().getResource(resource) == null) {
+      return Optional.empty();
+    }
+    return Optional.of(extractEmbedded(resource, "requested"));
+  }
+
   private static Path extractEmbedded(String reason) {
-    String platform = platformSuffix();
-    String resource = findEmbeddedResource(platform);
+    return extractEmbedded(findEmbeddedResource(platformSuffix()), reason);
+  }
+
+  private static Path extractEmbedded(String resource, String reason) {
     try (InputStream in = RedisBinary.class.getClassLoader().getResourceAsStream(resource)) {
       if (in == null) {
         throw new IllegalStateException(reason + ", and no resource " + resource

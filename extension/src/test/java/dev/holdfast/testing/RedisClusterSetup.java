@@ -1,5 +1,6 @@
 package dev.holdfast.testing;
 
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -24,7 +25,7 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  * (the cluster bus).
  *
  * <p>Formation: the 16384 slots are split into contiguous, nearly equal ranges over the masters
- * ({@code CLUSTER ADDSLOTSRANGE}); every node gets a distinct config epoch (so no epoch-collision
+ * ({@code CLUSTER ADDSLOTS}); every node gets a distinct config epoch (so no epoch-collision
  * round is needed); every pair of nodes is introduced with {@code CLUSTER MEET}; once each replica
  * knows its master it runs {@code CLUSTER REPLICATE}. {@link #start} returns when every node
  * reports {@code cluster_state:ok}, sees all nodes connected with the intended roles and the same
@@ -64,10 +65,15 @@ public final class RedisClusterSetup implements AutoCloseable {
    * @throws IllegalStateException or {@link AssertionError} if the cluster does not form
    */
   public static RedisClusterSetup start(int masters, int replicasPerMaster) {
+    return start(RedisBinary.path(), masters, replicasPerMaster);
+  }
+
+  /** Like {@link #start(int, int)}, with a specific redis-server executable for every node. */
+  public static RedisClusterSetup start(Path binary, int masters, int replicasPerMaster) {
     checkCounts(masters, replicasPerMaster);
     RedisClusterSetup setup = new RedisClusterSetup();
     try {
-      setup.form(masters, replicasPerMaster);
+      setup.form(binary, masters, replicasPerMaster);
       return setup;
     } catch (RuntimeException | Error e) {
       setup.close();
@@ -194,10 +200,10 @@ public final class RedisClusterSetup implements AutoCloseable {
     RedisServer.closeAll(servers);
   }
 
-  private void form(int masters, int replicasPerMaster) {
+  private void form(Path binary, int masters, int replicasPerMaster) {
     int total = masters * (1 + replicasPerMaster);
     for (int i = 0; i < total; i++) {
-      RedisServer server = RedisServer.start(
+      RedisServer server = RedisServer.start(binary,
           "--cluster-enabled", "yes",
           "--cluster-config-file", "nodes.conf", // relative to the node's --dir
           "--cluster-node-timeout", "2000");
@@ -213,7 +219,9 @@ public final class RedisClusterSetup implements AutoCloseable {
       int from = (int) ((long) m * SLOTS / masters);
       int to = (int) ((long) (m + 1) * SLOTS / masters) - 1;
       RedisServer master = servers.get(m);
-      master.withAdmin(jedis -> jedis.clusterAddSlotsRange(from, to));
+      // ADDSLOTS rather than ADDSLOTSRANGE (7.0+), so Redis 6.2 clusters form too.
+      int[] range = java.util.stream.IntStream.rangeClosed(from, to).toArray();
+      master.withAdmin(jedis -> jedis.clusterAddSlots(range));
       BitSet slots = new BitSet(SLOTS);
       slots.set(from, to + 1);
       slotsByMaster.put(idOf(master), slots);

@@ -65,6 +65,7 @@ public final class RedisServer implements AutoCloseable {
         .addShutdownHook(new Thread(RedisServer::closeAllOnExit, "holdfast-redis-reaper"));
   }
 
+  private final Path binary;
   private final List<String> extraArgs;
   private final Path sentinelConfig;
   private final boolean clusterEnabled;
@@ -76,8 +77,9 @@ public final class RedisServer implements AutoCloseable {
   private Process process;
   private boolean closed;
 
-  private RedisServer(List<String> extraArgs, String sentinelDirectives, int port)
+  private RedisServer(Path binary, List<String> extraArgs, String sentinelDirectives, int port)
       throws IOException {
+    this.binary = binary;
     this.extraArgs = List.copyOf(extraArgs);
     this.clusterEnabled = isClusterEnabled(extraArgs);
     this.password = lastValueOf(extraArgs, "--requirepass");
@@ -111,7 +113,15 @@ public final class RedisServer implements AutoCloseable {
    *                                  tail of its log
    */
   public static RedisServer start(String... extraArgs) {
-    return startOnFreePort(checkedArgs(extraArgs), null);
+    return startOnFreePort(RedisBinary.path(), checkedArgs(extraArgs), null);
+  }
+
+  /**
+   * Like {@link #start(String...)}, with a specific redis-server executable (e.g. an older Redis
+   * from {@link RedisBinary#extract(String)}); restarts and replicas use it too.
+   */
+  public static RedisServer start(Path binary, String... extraArgs) {
+    return startOnFreePort(binary, checkedArgs(extraArgs), null);
   }
 
   /** Validates {@link #start} arguments; shared with {@link RedisExtension#standalone}. */
@@ -131,15 +141,16 @@ public final class RedisServer implements AutoCloseable {
    * holds {@code directives}.
    */
   static RedisServer startSentinel(String directives) {
-    return startOnFreePort(List.of(), directives);
+    return startOnFreePort(RedisBinary.path(), List.of(), directives);
   }
 
-  private static RedisServer startOnFreePort(List<String> args, String sentinelDirectives) {
+  private static RedisServer startOnFreePort(Path binary, List<String> args,
+      String sentinelDirectives) {
     PortTakenException lastCollision = null;
     for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
       RedisServer server;
       try {
-        server = new RedisServer(args, sentinelDirectives,
+        server = new RedisServer(binary, args, sentinelDirectives,
             LoopbackPorts.reserve(isClusterEnabled(args)));
       } catch (IOException e) {
         throw new UncheckedIOException("Cannot create a temp dir for redis-server", e);
@@ -276,7 +287,7 @@ public final class RedisServer implements AutoCloseable {
     if (password != null) {
       args.addAll(List.of("--masterauth", password));
     }
-    RedisServer replica = startOnFreePort(args, null);
+    RedisServer replica = startOnFreePort(binary, args, null);
     try {
       Await.until(START_TIMEOUT,
           () -> "up".equals(replica.info("replication", "master_link_status")),
@@ -371,7 +382,7 @@ public final class RedisServer implements AutoCloseable {
   /** Starts the process and waits until it answers; caller holds the lock. */
   private void launch() {
     List<String> command = new ArrayList<>();
-    command.add(RedisBinary.path().toString());
+    command.add(binary.toString());
     if (sentinelConfig != null) {
       command.add(sentinelConfig.toString());
       command.add("--sentinel");
