@@ -1,0 +1,141 @@
+package dev.holdfast.example.stock;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.Locked;
+import jakarta.annotation.Resource;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+import jakarta.transaction.Status;
+import jakarta.transaction.Synchronization;
+import jakarta.transaction.TransactionSynchronizationRegistry;
+import jakarta.transaction.Transactional;
+import java.util.OptionalInt;
+import org.eclipse.microprofile.config.inject.ConfigProperty;
+
+/**
+ * Reservations and restocking. A reservation is a deliberate read-modify-write with a few
+ * milliseconds of "work" between the read and the write: without a lock, concurrent callers on
+ * any instance read the same level and sell the same unit twice.
+ */
+@ApplicationScoped
+public class Inventory {
+
+  @Inject
+  StockStore store;
+
+  @Inject
+  LockClient locks;
+
+  @Resource
+  TransactionSynchronizationRegistry transactions;
+
+  @Inject
+  @ConfigProperty(name = "stock.work-millis")
+  long workMillis;
+
+  /** Reserves one unit; one caller per SKU at a time, across every instance. */
+  @Locked("stock:{sku}")
+  public Reservation reserve(String sku) {
+    return reserveOne(sku);
+  }
+
+  /** The same read-modify-write without the lock, to show what goes wrong. */
+  public Reservation reserveUnprotected(String sku) {
+    return reserveOne(sku);
+  }
+
+  private Reservation reserveOne(String sku) {
+    long startedNanos = System.nanoTime();
+    int units = store.units(sku).orElse(0);
+    if (units <= 0) {
+      return new Reservation(false, startedNanos);
+    }
+    work();
+    store.setUnits(sku, units - 1);
+    return new Reservation(true, startedNanos);
+  }
+
+  /**
+   * Adds units inside a transaction, under the same lock as {@link #reserve}, and records
+   * whether this thread held the lock at each step of the transaction. {@code @Locked} runs
+   * outside {@code @Transactional} (priority 150 before 200): the lock is taken before the
+   * transaction begins and released after it completed, so the lock is held throughout. (Redis
+   * takes no part in the transaction: it is here to show the ordering.)
+   */
+  @Locked("stock:{sku}")
+  @Transactional
+  public Restock restock(String sku, int units) {
+    DistributedLock lock = locks.getLock("stock:" + sku); // the name @Locked renders
+    LockAtCompletion atCompletion = new LockAtCompletion(lock);
+    transactions.registerInterposedSynchronization(atCompletion);
+    boolean inTransaction = transactions.getTransactionStatus() == Status.STATUS_ACTIVE;
+    int holdCount = lock.getHoldCount();
+    int level = store.units(sku).orElse(0) + units;
+    store.setUnits(sku, level);
+    return new Restock(level, inTransaction, holdCount, atCompletion);
+  }
+
+  private void work() {
+    try {
+      Thread.sleep(workMillis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("Interrupted while reserving", e);
+    }
+  }
+
+  /**
+   * The outcome of a reservation.
+   *
+   * @param startedNanos {@link System#nanoTime()} when the reservation's own work began, i.e.
+   *                     after the lock was acquired
+   */
+  public record Reservation(boolean reserved, long startedNanos) {
+  }
+
+  /**
+   * The outcome of a restock; {@code atCompletion} is filled in when the transaction completes,
+   * which is before {@link #restock} returns to its caller.
+   */
+  public record Restock(int units, boolean inTransaction, int lockHoldCount,
+      LockAtCompletion atCompletion) {
+  }
+
+  /** Records whether the calling thread holds a lock when its transaction completes. */
+  public static final class LockAtCompletion implements Synchronization {
+    private final DistributedLock lock;
+    private volatile Boolean heldBeforeCompletion;
+    private volatile Boolean heldAfterCompletion;
+    private volatile boolean committed;
+
+    LockAtCompletion(DistributedLock lock) {
+      this.lock = lock;
+    }
+
+    @Override
+    public void beforeCompletion() {
+      heldBeforeCompletion = lock.isHeldByCurrentThread();
+    }
+
+    @Override
+    public void afterCompletion(int status) {
+      committed = status == Status.STATUS_COMMITTED;
+      heldAfterCompletion = lock.isHeldByCurrentThread();
+    }
+
+    /** Whether the lock was held just before the commit; null if that was not observed. */
+    public Boolean heldBeforeCompletion() {
+      return heldBeforeCompletion;
+    }
+
+    /** Whether the lock was still held after the commit; null if that was not observed. */
+    public Boolean heldAfterCompletion() {
+      return heldAfterCompletion;
+    }
+
+    public boolean committed() {
+      return committed;
+    }
+  }
+}

@@ -1,0 +1,121 @@
+package dev.holdfast.example.stock;
+
+import dev.holdfast.example.stock.Inventory.Reservation;
+import dev.holdfast.example.stock.Inventory.Restock;
+import jakarta.enterprise.context.RequestScoped;
+import jakarta.inject.Inject;
+import jakarta.ws.rs.Consumes;
+import jakarta.ws.rs.GET;
+import jakarta.ws.rs.POST;
+import jakarta.ws.rs.PUT;
+import jakarta.ws.rs.Path;
+import jakarta.ws.rs.PathParam;
+import jakarta.ws.rs.Produces;
+import jakarta.ws.rs.QueryParam;
+import jakarta.ws.rs.core.MediaType;
+import jakarta.ws.rs.core.Response;
+import java.util.OptionalInt;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code /stock/{sku}}: set and read a level, reserve one unit with and without the lock, and
+ * restock inside a transaction.
+ */
+@Path("/stock/{sku}")
+@RequestScoped
+@Produces(MediaType.APPLICATION_JSON)
+public class StockResource {
+
+  @Inject
+  Inventory inventory;
+
+  @Inject
+  StockStore store;
+
+  /** The level, or 404 if the SKU was never stocked. */
+  @GET
+  public Response level(@PathParam("sku") String sku) {
+    OptionalInt units = store.units(sku);
+    return units.isPresent()
+        ? Response.ok(new Level(sku, units.getAsInt())).build()
+        : error(Response.Status.NOT_FOUND, "No stock for " + sku);
+  }
+
+  /** Sets the level: {@code {"units": 20}}. */
+  @PUT
+  @Consumes(MediaType.APPLICATION_JSON)
+  public Response setLevel(@PathParam("sku") String sku, NewLevel update) {
+    if (update == null || update.units() == null || update.units() < 0) {
+      return error(Response.Status.BAD_REQUEST, "Expected {\"units\": <a number >= 0>}");
+    }
+    store.setUnits(sku, update.units());
+    return Response.ok(new Level(sku, update.units())).build();
+  }
+
+  @POST
+  @Path("/reserve")
+  public ReserveResult reserve(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return ReserveResult.of(inventory.reserve(sku), calledNanos);
+  }
+
+  @POST
+  @Path("/reserve-unprotected")
+  public ReserveResult reserveUnprotected(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return ReserveResult.of(inventory.reserveUnprotected(sku), calledNanos);
+  }
+
+  /**
+   * Adds {@code units} in a {@code @Transactional} method under the SKU's lock, and reports
+   * whether the lock was held in the transaction, just before the commit and after it.
+   */
+  @POST
+  @Path("/restock")
+  public Response restock(@PathParam("sku") String sku, @QueryParam("units") int units) {
+    if (units <= 0) {
+      return error(Response.Status.BAD_REQUEST, "Expected ?units=<a number > 0>");
+    }
+    Restock restock = inventory.restock(sku, units);
+    return Response.ok(new RestockResult(restock.units(), restock.inTransaction(),
+        restock.lockHoldCount() > 0, restock.lockHoldCount(),
+        restock.atCompletion().heldBeforeCompletion(), restock.atCompletion().committed(),
+        restock.atCompletion().heldAfterCompletion())).build();
+  }
+
+  private static Response error(Response.Status status, String message) {
+    return Response.status(status).entity(new Error(message)).build();
+  }
+
+  /** The body of a 4xx answer. */
+  public record Error(String error) {
+  }
+
+  /** A SKU's level. */
+  public record Level(String sku, int units) {
+  }
+
+  /** The body of a {@code PUT}. */
+  public record NewLevel(Integer units) {
+  }
+
+  /**
+   * @param waitedMs from the call to the start of the reservation's work: the time spent waiting
+   *                 for the lock (about 0 without it)
+   */
+  public record ReserveResult(boolean reserved, long waitedMs) {
+    static ReserveResult of(Reservation reservation, long calledNanos) {
+      return new ReserveResult(reservation.reserved(),
+          TimeUnit.NANOSECONDS.toMillis(reservation.startedNanos() - calledNanos));
+    }
+  }
+
+  /**
+   * What a restock observed, in the order it happened. {@code lockHoldCount} is this thread's
+   * hold count in the transaction: 1, as {@code @Locked} is applied once.
+   */
+  public record RestockResult(int units, boolean inTransaction, boolean lockHeldInTransaction,
+      int lockHoldCount, Boolean lockHeldBeforeCommit, boolean committed,
+      Boolean lockHeldAfterCommit) {
+  }
+}

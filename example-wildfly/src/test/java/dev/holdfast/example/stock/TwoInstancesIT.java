@@ -1,0 +1,87 @@
+package dev.holdfast.example.stock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.example.stock.StockClient.Reservation;
+import dev.holdfast.example.stock.StockServers.Servers;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInfo;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Two WildFly servers on one Redis, under concurrent load: with {@code @Locked} the stock is
+ * sold exactly once; without it, the same load oversells (the control proving this test can
+ * fail).
+ */
+@ExtendWith(StockServers.class)
+class TwoInstancesIT {
+
+  private static final System.Logger LOG = System.getLogger(TwoInstancesIT.class.getName());
+  private static final int STOCK = 20;
+  private static final int REQUESTS = 4 * STOCK;
+
+  private final StockClient a;
+  private final StockClient b;
+
+  TwoInstancesIT(Servers servers) {
+    this.a = new StockClient(servers.a());
+    this.b = new StockClient(servers.b());
+  }
+
+  @Test
+  void lockedReservations_acrossTwoInstances_sellExactlyTheStock(TestInfo test) {
+    String sku = StockEndpointIT.sku(test);
+    warmUp(sku, true);
+    a.setStock(sku, STOCK);
+
+    List<Reservation> results = reserveConcurrently(sku, true);
+
+    long sold = results.stream().filter(Reservation::reserved).count();
+    long longestWait = results.stream().mapToLong(Reservation::waitedMs).max().orElseThrow();
+    LOG.log(System.Logger.Level.INFO, "@Locked: {0} of {1} reservations succeeded with {2} "
+        + "units in stock; final stock {3}; longest wait {4} ms",
+        sold, REQUESTS, STOCK, a.stock(sku), longestWait);
+    assertEquals(STOCK, sold, "successful reservations of " + STOCK + " units");
+    assertEquals(0, a.stock(sku));
+    assertEquals(0, b.stock(sku));
+    assertTrue(longestWait >= StockServers.WORK_MILLIS,
+        "someone waited for a holder's work; longest wait " + longestWait + " ms");
+  }
+
+  @Test
+  void unprotectedReservations_acrossTwoInstances_oversell(TestInfo test) {
+    String sku = StockEndpointIT.sku(test);
+    warmUp(sku, false);
+    a.setStock(sku, STOCK);
+
+    List<Reservation> results = reserveConcurrently(sku, false);
+
+    long sold = results.stream().filter(Reservation::reserved).count();
+    LOG.log(System.Logger.Level.INFO, "unprotected: {0} of {1} reservations succeeded with {2} "
+        + "units in stock (oversold by {3}); final stock {4}",
+        sold, REQUESTS, STOCK, sold - STOCK, a.stock(sku));
+    assertTrue(sold > STOCK, "without the lock " + sold + " reservations of " + STOCK
+        + " units succeeded; expected overselling (final stock " + a.stock(sku) + ")");
+  }
+
+  /** {@value #REQUESTS} reservations at once, alternating between the two servers. */
+  private List<Reservation> reserveConcurrently(String sku, boolean locked) {
+    List<CompletableFuture<Reservation>> calls = new ArrayList<>();
+    for (int i = 0; i < REQUESTS; i++) {
+      calls.add((i % 2 == 0 ? a : b).reserveAsync(sku, locked));
+    }
+    return calls.stream().map(CompletableFuture::join).toList();
+  }
+
+  /** A first call on each server, so that one-time set-up does not skew the run. */
+  private void warmUp(String sku, boolean locked) {
+    String warmUpSku = sku + "-warm-up";
+    a.setStock(warmUpSku, 2);
+    assertTrue(a.reserve(warmUpSku, locked).reserved());
+    assertTrue(b.reserve(warmUpSku, locked).reserved());
+  }
+}
