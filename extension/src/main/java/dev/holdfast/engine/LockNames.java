@@ -3,6 +3,7 @@ package dev.holdfast.engine;
 /**
  * The Redis names of one lock: its key, its unlock channel and its release markers, all in the
  * key's hash slot. Channel naming is Redisson's, so both libraries wake each other's waiters.
+ * Keys (lock and markers) start with the key prefix; the channel cannot, to stay Redisson's.
  */
 record LockNames(String name, String key, String channel, String markerPrefix) {
 
@@ -28,7 +29,9 @@ record LockNames(String name, String key, String channel, String markerPrefix) {
     }
     // A tagged key already pins its slot; otherwise the whole key becomes the tag.
     String slotted = tagged ? key : "{" + key + "}";
-    return new LockNames(name, key, CHANNEL_PREFIX + slotted, MARKER_PREFIX + slotted + ":");
+    // Markers live under the key prefix, so an ACL user limited to '~<prefix>*' may write them.
+    return new LockNames(name, key, CHANNEL_PREFIX + slotted,
+        keyPrefix + MARKER_PREFIX + slotted + ":");
   }
 
   private static boolean hasHashTag(String key) {

@@ -58,19 +58,20 @@ final class LockScripts {
    *
    * <pre>
    * KEYS[1] lock key
-   * KEYS[2] unlock channel (same slot as the key)
-   * KEYS[3] release marker key for this request (same slot as the key)
+   * KEYS[2] release marker key for this request (same slot as the key)
    * ARGV[1] hash field of the caller: clientId:threadId
    * ARGV[2] lease in ms to set when holds remain
    * ARGV[3] the hold count the caller believes it has
    * ARGV[4] 'publish' or 'spublish'
    * ARGV[5] how long the release marker lives, in ms
+   * ARGV[6] unlock channel (same slot as the key; an argument, not a key, so that ACL key
+   *         patterns need not cover it — '&' channel patterns do)
    * returns the count left: 0 when the lock was deleted (and a waiter woken),
    *         -1 when the caller does not hold the lock
    * </pre>
    */
   static final LockScript RELEASE = new LockScript("release", """
-      if redis.call('exists', KEYS[3]) == 1 then
+      if redis.call('exists', KEYS[2]) == 1 then
         return 0
       end
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
@@ -86,8 +87,8 @@ final class LockScripts {
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
-      redis.call(ARGV[4], KEYS[2], '0')
-      redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+      redis.call(ARGV[4], ARGV[6], '0')
+      redis.call('set', KEYS[2], '1', 'px', ARGV[5])
       redis.call('del', KEYS[1])
       return 0
       """);
@@ -120,14 +121,14 @@ final class LockScripts {
    *
    * <pre>
    * KEYS[1] lock key
-   * KEYS[2] unlock channel
    * ARGV[1] 'publish' or 'spublish'
+   * ARGV[2] unlock channel (same slot as the key)
    * returns 1 if a lock was deleted, 0 if there was none
    * </pre>
    */
   static final LockScript FORCE_RELEASE = new LockScript("force-release", """
       if redis.call('exists', KEYS[1]) == 1 then
-        redis.call(ARGV[1], KEYS[2], '0')
+        redis.call(ARGV[1], ARGV[2], '0')
         redis.call('del', KEYS[1])
         return 1
       end

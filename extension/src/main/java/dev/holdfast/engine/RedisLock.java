@@ -242,9 +242,10 @@ final class RedisLock implements DistributedLock {
 
   private long release(long threadId, int expected, long lease) {
     Object reply = engine.topology().eval(LockScripts.RELEASE,
-        List.of(names.key(), names.channel(), names.markerPrefix() + engine.nextRequestId()),
+        List.of(names.key(), names.markerPrefix() + engine.nextRequestId()),
         List.of(field(threadId), Long.toString(lease), Integer.toString(expected),
-            engine.topology().publishCommand(), Long.toString(engine.markerMillis())));
+            engine.topology().publishCommand(), Long.toString(engine.markerMillis()),
+            names.channel()));
     return ((Number) reply).longValue();
   }
 
@@ -271,8 +272,8 @@ final class RedisLock implements DistributedLock {
   @Override
   public boolean forceUnlock() {
     checkOpen();
-    Object reply = engine.topology().eval(LockScripts.FORCE_RELEASE,
-        List.of(names.key(), names.channel()), List.of(engine.topology().publishCommand()));
+    Object reply = engine.topology().eval(LockScripts.FORCE_RELEASE, keyList,
+        List.of(engine.topology().publishCommand(), names.channel()));
     return ((Number) reply).longValue() == 1;
   }
 

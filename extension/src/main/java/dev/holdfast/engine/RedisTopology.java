@@ -162,10 +162,10 @@ abstract class RedisTopology implements AutoCloseable {
       }
     }
     String message = last.getMessage();
-    if (message != null && keys.size() > 1 && (message.contains("NOPERM")
+    if (message != null && (message.contains("NOPERM")
         || message.contains("can't publish") || message.contains("No permissions"))) {
       message += " (the Redis ACL user needs the lock keys and the unlock channels: "
-          + "e.g. '~*' or the key prefix, and '&redisson_lock__channel:*')";
+          + "'~<holdfast.key-prefix>*' (or '~*') and '&redisson_lock__channel:*')";
     }
     throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
         + ": " + message, last);

@@ -86,6 +86,23 @@ class ConnectionOptionsTest {
   }
 
   @Test
+  void aclUser_limitedToTheKeyPrefix_locksAndUnlocks() {
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.aclSetUser("locker", "on", ">pw", "~locks:*", "&redisson_lock__channel:*", "+@all");
+    }
+    LockClient client = clients.create(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.redis.username", "locker", "holdfast.redis.password", "pw",
+        "holdfast.key-prefix", "locks:"));
+    DistributedLock lock = client.getLock("orders");
+    lock.lock();
+    lock.lock();
+    lock.unlock();
+    lock.unlock(); // the final release writes its marker under the prefix too
+    assertFalse(lock.isLocked());
+    assertFalse(lock.forceUnlock());
+  }
+
+  @Test
   void wrongPassword_failsWithoutRepeatingIt() {
     try (Jedis jedis = redis.server().admin()) {
       jedis.aclSetUser("locker", "on", ">right", "~*", "&*", "+@all");

@@ -133,16 +133,15 @@ class IdempotenceTest {
     List<String> reentry = List.of("10000", field, "1");
     assertEquals(List.of(1L, 2L), topology.eval(LockScripts.ACQUIRE, key, reentry));
     assertEquals(List.of(1L, 2L), topology.eval(LockScripts.ACQUIRE, key, reentry));
-    List<String> release = List.of("manual", "redisson_lock__channel:{manual}",
-        "holdfast_unlock_marker:{manual}:r1");
-    List<String> fromTwo = List.of(field, "10000", "2", "publish", "5000");
+    List<String> release = List.of("manual", "holdfast_unlock_marker:{manual}:r1");
+    String channel = "redisson_lock__channel:{manual}";
+    List<String> fromTwo = List.of(field, "10000", "2", "publish", "5000", channel);
     assertEquals(1L, topology.eval(LockScripts.RELEASE, release, fromTwo));
     assertEquals(1L, topology.eval(LockScripts.RELEASE, release, fromTwo));
-    List<String> fromOne = List.of(field, "10000", "1", "publish", "5000");
+    List<String> fromOne = List.of(field, "10000", "1", "publish", "5000", channel);
     assertEquals(0L, topology.eval(LockScripts.RELEASE, release, fromOne));
     assertEquals(0L, topology.eval(LockScripts.RELEASE, release, fromOne));
-    List<String> otherRequest = List.of("manual", "redisson_lock__channel:{manual}",
-        "holdfast_unlock_marker:{manual}:r2");
+    List<String> otherRequest = List.of("manual", "holdfast_unlock_marker:{manual}:r2");
     assertEquals(-1L, topology.eval(LockScripts.RELEASE, otherRequest, fromOne),
         "a new release of a lock not held is refused");
   }

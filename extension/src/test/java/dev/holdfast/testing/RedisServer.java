@@ -375,6 +375,7 @@ public final class RedisServer implements AutoCloseable {
         .connectionTimeoutMillis(connectTimeoutMillis)
         .socketTimeoutMillis(readTimeoutMillis)
         .password(password)
+        .autoNegotiateProtocol(false) // no RESP3 negotiation warning in applications' logs
         .build();
     return new Jedis(hostAndPort(), config);
   }

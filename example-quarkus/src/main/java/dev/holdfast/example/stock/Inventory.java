@@ -1,0 +1,137 @@
+package dev.holdfast.example.stock;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.Locked;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+import jakarta.transaction.Status;
+import jakarta.transaction.Synchronization;
+import jakarta.transaction.TransactionSynchronizationRegistry;
+import jakarta.transaction.Transactional;
+import org.eclipse.microprofile.config.inject.ConfigProperty;
+
+/**
+ * Reservations as a deliberate read-modify-write: read the level, work a little, write level - 1.
+ * Two callers interleaving there sell the same unit twice; {@code @Locked("stock:{sku}")} lets one
+ * caller per SKU in at a time, across every instance that shares the Redis.
+ */
+@ApplicationScoped
+public class Inventory {
+
+  @Inject
+  StockStore store;
+
+  @Inject
+  LockClient locks;
+
+  @Inject
+  TransactionSynchronizationRegistry transactions;
+
+  /** Stands in for whatever a real reservation does between reading and writing. */
+  @ConfigProperty(name = "stock.work-millis", defaultValue = "10")
+  long workMillis;
+
+  /** Reserves one unit if any is left; one caller per SKU at a time, on every instance. */
+  @Locked("stock:{sku}")
+  public Reservation reserve(String sku) {
+    return reserveOne(sku);
+  }
+
+  /** The same read-modify-write without the lock, to show what goes wrong. */
+  public Reservation reserveUnprotected(String sku) {
+    return reserveOne(sku);
+  }
+
+  /**
+   * Adds units in a transaction under the reservations' lock, noting at each step whether this
+   * thread holds the lock. {@code @Locked} ({@code Locked.PRIORITY}, 150) runs outside
+   * {@code @Transactional} (200): the lock is taken before the transaction begins and released
+   * after it completed. Redis takes no part in the transaction; it is here to show the order.
+   */
+  @Locked("stock:{sku}")
+  @Transactional
+  public Restock restock(String sku, int units) {
+    DistributedLock lock = locks.getLock("stock:" + sku); // the name @Locked renders
+    LockAtCompletion atCompletion = new LockAtCompletion(lock);
+    transactions.registerInterposedSynchronization(atCompletion);
+    boolean inTransaction = transactions.getTransactionStatus() == Status.STATUS_ACTIVE;
+    int level = store.units(sku).orElse(0) + units;
+    store.setUnits(sku, level);
+    return new Restock(level, inTransaction, lock.getHoldCount(), atCompletion);
+  }
+
+  private Reservation reserveOne(String sku) {
+    long startedNanos = System.nanoTime(); // the lock, if any, is held from here
+    int units = store.units(sku).orElse(0);
+    if (units <= 0) {
+      return new Reservation(false, startedNanos);
+    }
+    work();
+    store.setUnits(sku, units - 1);
+    return new Reservation(true, startedNanos);
+  }
+
+  private void work() {
+    try {
+      Thread.sleep(workMillis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("Interrupted while reserving", e);
+    }
+  }
+
+  /**
+   * A reservation's outcome.
+   *
+   * @param startedNanos {@code System.nanoTime()} at the reservation's first line, i.e. once the
+   *                     lock was acquired
+   */
+  public record Reservation(boolean reserved, long startedNanos) {
+  }
+
+  /**
+   * A restock's outcome; {@code atCompletion} is filled in when the transaction completes, which
+   * is before {@link #restock} returns to its caller.
+   */
+  public record Restock(int units, boolean inTransaction, int lockHoldCount,
+      LockAtCompletion atCompletion) {
+  }
+
+  /** Notes whether the committing thread holds the lock just before and just after completion. */
+  public static final class LockAtCompletion implements Synchronization {
+    private final DistributedLock lock;
+    private volatile Boolean heldBefore;
+    private volatile Boolean heldAfter;
+    private volatile boolean committed;
+
+    LockAtCompletion(DistributedLock lock) {
+      this.lock = lock;
+    }
+
+    @Override
+    public void beforeCompletion() {
+      heldBefore = lock.isHeldByCurrentThread();
+    }
+
+    @Override
+    public void afterCompletion(int status) {
+      committed = status == Status.STATUS_COMMITTED;
+      heldAfter = lock.isHeldByCurrentThread();
+    }
+
+    /** Whether the lock was held just before the commit; null if not observed. */
+    public Boolean heldBeforeCompletion() {
+      return heldBefore;
+    }
+
+    /** Whether the lock was still held right after the commit; null if not observed. */
+    public Boolean heldAfterCompletion() {
+      return heldAfter;
+    }
+
+    public boolean committed() {
+      return committed;
+    }
+  }
+}

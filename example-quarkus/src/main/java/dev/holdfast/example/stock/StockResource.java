@@ -1,0 +1,130 @@
+package dev.holdfast.example.stock;
+
+import jakarta.inject.Inject;
+import jakarta.ws.rs.Consumes;
+import jakarta.ws.rs.DELETE;
+import jakarta.ws.rs.GET;
+import jakarta.ws.rs.POST;
+import jakarta.ws.rs.PUT;
+import jakarta.ws.rs.Path;
+import jakarta.ws.rs.PathParam;
+import jakarta.ws.rs.Produces;
+import jakarta.ws.rs.QueryParam;
+import jakarta.ws.rs.core.MediaType;
+import jakarta.ws.rs.core.Response;
+import java.util.OptionalInt;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code /stock/{sku}}: the WildFly example's API, plus {@code DELETE}:
+ *
+ * <pre>
+ * PUT    /stock/A1  {"units": 20}             {"sku":"A1","units":20}
+ * GET    /stock/A1                            {"sku":"A1","units":20}, 404 if never stocked
+ * POST   /stock/A1/reserve                    {"reserved":true,"waitedMs":12}
+ * POST   /stock/A1/reserve-unprotected        the same without the lock
+ * POST   /stock/A1/restock?units=5            what the lock and the transaction did, in order
+ * DELETE /stock/A1
+ * </pre>
+ */
+@Path("/stock/{sku}")
+@Produces(MediaType.APPLICATION_JSON)
+public class StockResource {
+
+  @Inject
+  Inventory inventory;
+
+  @Inject
+  StockStore store;
+
+  /** The level, or 404 if the SKU was never stocked. */
+  @GET
+  public Response level(@PathParam("sku") String sku) {
+    OptionalInt units = store.units(sku);
+    return units.isPresent()
+        ? Response.ok(new Level(sku, units.getAsInt())).build()
+        : error(Response.Status.NOT_FOUND, "No stock for " + sku);
+  }
+
+  /** Sets the level: {@code {"units": 20}}. */
+  @PUT
+  @Consumes(MediaType.APPLICATION_JSON)
+  public Response setLevel(@PathParam("sku") String sku, NewLevel level) {
+    if (level == null || level.units() == null || level.units() < 0) {
+      return error(Response.Status.BAD_REQUEST, "Expected {\"units\": <a number >= 0>}");
+    }
+    store.setUnits(sku, level.units());
+    return Response.ok(new Level(sku, level.units())).build();
+  }
+
+  @DELETE
+  public void delete(@PathParam("sku") String sku) {
+    store.delete(sku);
+  }
+
+  @POST
+  @Path("/reserve")
+  public ReserveResult reserve(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return ReserveResult.of(inventory.reserve(sku), calledNanos);
+  }
+
+  @POST
+  @Path("/reserve-unprotected")
+  public ReserveResult reserveUnprotected(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return ReserveResult.of(inventory.reserveUnprotected(sku), calledNanos);
+  }
+
+  /** Adds {@code units} in a {@code @Transactional} method under the SKU's lock. */
+  @POST
+  @Path("/restock")
+  public Response restock(@PathParam("sku") String sku, @QueryParam("units") int units) {
+    if (units <= 0) {
+      return error(Response.Status.BAD_REQUEST, "Expected ?units=<a number > 0>");
+    }
+    Inventory.Restock restock = inventory.restock(sku, units);
+    Inventory.LockAtCompletion completion = restock.atCompletion();
+    return Response.ok(new RestockResult(restock.units(), restock.inTransaction(),
+        restock.lockHoldCount() > 0, restock.lockHoldCount(), completion.heldBeforeCompletion(),
+        completion.committed(), completion.heldAfterCompletion())).build();
+  }
+
+  private static Response error(Response.Status status, String message) {
+    return Response.status(status).entity(new Error(message)).build();
+  }
+
+  /** The body of a 4xx answer. */
+  public record Error(String error) {
+  }
+
+  /** A SKU's level. */
+  public record Level(String sku, int units) {
+  }
+
+  /** The body of a {@code PUT}. */
+  public record NewLevel(Integer units) {
+  }
+
+  /**
+   * A reservation's answer.
+   *
+   * @param waitedMs from before the call to the reservation's first line: the time spent waiting
+   *                 for the lock (about 0 without one)
+   */
+  public record ReserveResult(boolean reserved, long waitedMs) {
+    static ReserveResult of(Inventory.Reservation reservation, long calledNanos) {
+      return new ReserveResult(reservation.reserved(),
+          TimeUnit.NANOSECONDS.toMillis(reservation.startedNanos() - calledNanos));
+    }
+  }
+
+  /**
+   * What a restock observed, in order. {@code lockHoldCount} is 1: {@code @Locked} was applied
+   * once (twice would reenter, 2).
+   */
+  public record RestockResult(int units, boolean inTransaction, boolean lockHeldInTransaction,
+      int lockHoldCount, Boolean lockHeldBeforeCommit, boolean committed,
+      Boolean lockHeldAfterCommit) {
+  }
+}

@@ -1,0 +1,140 @@
+package dev.holdfast.example.stock;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * A small client of the example's HTTP API for the tests and the demo, including the burst of
+ * concurrent reservations they fire at one or more instances.
+ */
+final class StockApi {
+  private static final Duration TIMEOUT = Duration.ofSeconds(60);
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final HttpClient http = HttpClient.newBuilder()
+      .version(HttpClient.Version.HTTP_1_1) // no h2c upgrade dance: one request, one connection
+      .connectTimeout(Duration.ofSeconds(5))
+      .build();
+
+  /**
+   * What a burst of reservations came back with.
+   *
+   * @param errors   answers other than 200
+   * @param waitsMs  every 200 answer's {@code waitedMs}, sorted
+   * @param reservedPerInstance successes by instance, in the order the instances were given
+   */
+  record Burst(int requests, int reserved, int errors, long[] waitsMs,
+      int[] reservedPerInstance, Duration took) {
+
+    /** The nearest-rank percentile of the waits, e.g. {@code 99} for p99. */
+    long waitPercentile(double percent) {
+      if (waitsMs.length == 0) {
+        throw new IllegalStateException("No answers");
+      }
+      int rank = (int) Math.ceil(percent / 100 * waitsMs.length);
+      return waitsMs[Math.max(0, rank - 1)];
+    }
+  }
+
+  void setStock(URI instance, String sku, int units) {
+    expectOk(send(request(instance, "/stock/" + sku)
+        .PUT(HttpRequest.BodyPublishers.ofString("{\"units\": " + units + "}"))
+        .header("Content-Type", "application/json").build()));
+  }
+
+  int units(URI instance, String sku) {
+    return json(expectOk(send(request(instance, "/stock/" + sku).GET().build())))
+        .get("units").asInt();
+  }
+
+  void delete(URI instance, String sku) {
+    HttpResponse<String> response = send(request(instance, "/stock/" + sku).DELETE().build());
+    if (response.statusCode() / 100 != 2) {
+      throw new IllegalStateException("DELETE " + sku + " answered " + response.statusCode());
+    }
+  }
+
+  /** Starts {@code POST /report} on one instance; completes with the status code. */
+  CompletableFuture<Integer> report(URI instance) {
+    return http.sendAsync(request(instance, "/report").POST(HttpRequest.BodyPublishers.noBody())
+        .build(), HttpResponse.BodyHandlers.discarding()).thenApply(HttpResponse::statusCode);
+  }
+
+  /**
+   * Sends {@code requests} reservations of one unit of {@code sku} at once, round-robin over
+   * {@code instances}, to {@code /stock/<sku>/<endpoint>}, and waits for every answer.
+   */
+  Burst reserveAll(List<URI> instances, String sku, String endpoint, int requests) {
+    long start = System.nanoTime();
+    List<CompletableFuture<HttpResponse<String>>> calls = new ArrayList<>();
+    for (int i = 0; i < requests; i++) {
+      URI instance = instances.get(i % instances.size());
+      calls.add(http.sendAsync(request(instance, "/stock/" + sku + "/" + endpoint)
+          .POST(HttpRequest.BodyPublishers.noBody()).build(),
+          HttpResponse.BodyHandlers.ofString()));
+    }
+    int reserved = 0;
+    int errors = 0;
+    int[] perInstance = new int[instances.size()];
+    List<Long> waits = new ArrayList<>();
+    for (int i = 0; i < calls.size(); i++) {
+      HttpResponse<String> response = calls.get(i).join();
+      if (response.statusCode() != 200) {
+        errors++;
+        continue;
+      }
+      JsonNode answer = json(response);
+      waits.add(answer.get("waitedMs").asLong());
+      if (answer.get("reserved").asBoolean()) {
+        reserved++;
+        perInstance[i % instances.size()]++;
+      }
+    }
+    long[] sorted = waits.stream().mapToLong(Long::longValue).toArray();
+    Arrays.sort(sorted);
+    return new Burst(requests, reserved, errors, sorted, perInstance,
+        Duration.ofNanos(System.nanoTime() - start));
+  }
+
+  private static HttpRequest.Builder request(URI instance, String path) {
+    return HttpRequest.newBuilder(instance.resolve(path)).timeout(TIMEOUT);
+  }
+
+  private HttpResponse<String> send(HttpRequest request) {
+    try {
+      return http.send(request, HttpResponse.BodyHandlers.ofString());
+    } catch (IOException e) {
+      throw new UncheckedIOException(request.method() + " " + request.uri(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("Interrupted: " + request.method() + " " + request.uri(), e);
+    }
+  }
+
+  private static HttpResponse<String> expectOk(HttpResponse<String> response) {
+    if (response.statusCode() != 200) {
+      throw new IllegalStateException(response.request().method() + " " + response.uri()
+          + " answered " + response.statusCode() + ": " + response.body());
+    }
+    return response;
+  }
+
+  private static JsonNode json(HttpResponse<String> response) {
+    try {
+      return JSON.readTree(response.body());
+    } catch (IOException e) {
+      throw new UncheckedIOException("Not JSON from " + response.uri() + ": " + response.body(), e);
+    }
+  }
+}
