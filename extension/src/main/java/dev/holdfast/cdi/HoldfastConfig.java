@@ -10,7 +10,9 @@ import java.util.Optional;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import jakarta.enterprise.inject.Instance;
 import org.eclipse.microprofile.config.Config;
+import org.eclipse.microprofile.config.ConfigProvider;
 
 /**
  * Reads Holdfast's keys from MicroProfile Config: the client keys of {@link LockClientConfig}
@@ -24,6 +26,15 @@ final class HoldfastConfig {
       Pattern.compile("holdfast\\.(?:\"([^\"]+)\"\\.)?locked\\.(.+)");
 
   private HoldfastConfig() {
+  }
+
+  /**
+   * The container's {@code Config} bean when it has one (Quarkus, WildFly), else the
+   * {@link ConfigProvider}'s: asking the container avoids resolving a config factory through a
+   * class loader that is not the application's.
+   */
+  static Config current(Instance<Config> configBean) {
+    return configBean.isResolvable() ? configBean.get() : ConfigProvider.getConfig();
   }
 
   /** The {@code holdfast.*} client keys, for {@code LockClient.create(Map)}. */

@@ -7,7 +7,8 @@ import jakarta.enterprise.event.Event;
 import jakarta.enterprise.inject.Disposes;
 import jakarta.enterprise.inject.Produces;
 import jakarta.inject.Singleton;
-import org.eclipse.microprofile.config.ConfigProvider;
+import jakarta.enterprise.inject.Instance;
+import org.eclipse.microprofile.config.Config;
 
 /**
  * Produces the application's {@link LockClient} from MicroProfile Config (read at run time, also
@@ -26,11 +27,12 @@ public class HoldfastProducer {
   }
 
   // @Singleton rather than @ApplicationScoped: LockClient is final and cannot be proxied.
+  // Public, like the disposer: container-generated bean classes may live in another loader.
   @Produces
   @Singleton
-  LockClient lockClient(Event<LockLost> lostEvents) {
+  public LockClient lockClient(Event<LockLost> lostEvents, Instance<Config> config) {
     LockClient client =
-        LockClient.create(HoldfastConfig.clientProperties(ConfigProvider.getConfig()));
+        LockClient.create(HoldfastConfig.clientProperties(HoldfastConfig.current(config)));
     client.onLockLost(lost -> {
       lostEvents.fire(lost);
       lostEvents.fireAsync(lost);
@@ -38,7 +40,7 @@ public class HoldfastProducer {
     return client;
   }
 
-  void close(@Disposes LockClient client) {
+  public void close(@Disposes LockClient client) {
     client.close();
   }
 }

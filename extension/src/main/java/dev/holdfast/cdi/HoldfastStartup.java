@@ -4,7 +4,8 @@ import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.context.Initialized;
 import jakarta.enterprise.event.Observes;
 import java.util.List;
-import org.eclipse.microprofile.config.ConfigProvider;
+import jakarta.enterprise.inject.Instance;
+import org.eclipse.microprofile.config.Config;
 
 /**
  * Checks the run-time configuration when the application starts, for containers whose extension
@@ -19,8 +20,10 @@ public class HoldfastStartup {
   public HoldfastStartup() {
   }
 
-  void check(@Observes @Initialized(ApplicationScoped.class) Object started) {
-    List<String> problems = HoldfastConfig.problems(ConfigProvider.getConfig());
+  /** Public: container-generated observer classes may live in another class loader. */
+  public void check(@Observes @Initialized(ApplicationScoped.class) Object started,
+      Instance<Config> config) {
+    List<String> problems = HoldfastConfig.problems(HoldfastConfig.current(config));
     if (!problems.isEmpty()) {
       throw new IllegalStateException(String.join("\n", problems));
     }

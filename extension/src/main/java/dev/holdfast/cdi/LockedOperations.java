@@ -8,7 +8,9 @@ import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.function.Function;
-import org.eclipse.microprofile.config.ConfigProvider;
+import jakarta.enterprise.inject.Instance;
+import jakarta.inject.Inject;
+import org.eclipse.microprofile.config.Config;
 
 /**
  * The prepared {@link LockedOperation} of every intercepted method, built on its first call and
@@ -19,6 +21,9 @@ import org.eclipse.microprofile.config.ConfigProvider;
 public class LockedOperations {
   private final ConcurrentMap<Method, LockedOperation> prepared = new ConcurrentHashMap<>();
   private volatile Function<String, Optional<String>> config;
+
+  @Inject
+  Instance<Config> configBean;
 
   /** For the container. */
   public LockedOperations() {
@@ -57,7 +62,7 @@ public class LockedOperations {
   private Function<String, Optional<String>> config() {
     Function<String, Optional<String>> c = config;
     if (c == null) {
-      c = HoldfastConfig.lookup(ConfigProvider.getConfig());
+      c = HoldfastConfig.lookup(HoldfastConfig.current(configBean));
       config = c;
     }
     return c;

@@ -82,6 +82,7 @@ final class SubscriberConnection {
         sent.removeAll(remove);
       }
       if (!add.isEmpty()) {
+        LOG.log(Level.DEBUG, () -> subscribe + " " + add + " on " + node);
         socket.send(subscribe, add);
         sent.addAll(add);
         add.forEach(c -> pending.merge(c, 1, Integer::sum));
@@ -126,6 +127,9 @@ final class SubscriberConnection {
       Socket s = null;
       try {
         s = new Socket(node, topology.subscriberConfig(), readTimeoutMillis());
+        if (topology.sharded()) {
+          requirePrimary(s);
+        }
         writeLock.lock();
         try {
           if (closed) {
@@ -166,6 +170,20 @@ final class SubscriberConnection {
     }
   }
 
+  /**
+   * Sharded messages are delivered on the slot's primary only, and a replica accepts
+   * {@code SSUBSCRIBE} anyway: after a failover, a topology cache that still names the old
+   * primary would park waiters where no unlock ever arrives. Refuse such a node; the reconnect
+   * path refreshes the topology and tries again (waiters poll meanwhile).
+   */
+  private void requirePrimary(Socket s) {
+    s.send(Protocol.Command.ROLE, List.of());
+    Object role = s.read();
+    if (role instanceof List<?> parts && !parts.isEmpty() && !"master".equals(text(parts.get(0)))) {
+      throw new MovedException(node + " is not a primary any more");
+    }
+  }
+
   private void read(Socket s) {
     while (!closed) {
       Object reply = s.read();
@@ -179,8 +197,9 @@ final class SubscriberConnection {
         case "subscribe", "ssubscribe" -> confirmed(channel);
         case "unsubscribe", "sunsubscribe" -> {
           if (cancelledByServer(channel)) {
+            LOG.log(Level.DEBUG, () -> node + " cancelled the subscription to " + channel);
             // The slot moved (failover, resharding): the channel lives elsewhere now.
-            throw new MovedException(channel);
+            throw new MovedException("server cancelled the subscription to " + channel);
           }
         }
         default -> {
@@ -204,6 +223,7 @@ final class SubscriberConnection {
       writeLock.unlock();
     }
     if (done) {
+      LOG.log(Level.DEBUG, () -> "Subscribed to " + channel + " on " + node);
       owner.onSubscribed(node, channel);
     }
   }
@@ -253,8 +273,8 @@ final class SubscriberConnection {
   private static final class MovedException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
-    MovedException(String channel) {
-      super("server cancelled subscription to " + channel, null, false, false);
+    MovedException(String why) {
+      super(why, null, false, false);
     }
   }
 

@@ -145,6 +145,7 @@ final class UnlockSubscriptions implements AutoCloseable {
         if (now.equals(node)) {
           remaining = true;
         } else {
+          LOG.log(Level.DEBUG, "Waiters on " + e.channel + " move from " + node + " to " + now);
           e.node = now;
           gained.add(connectionFor(now));
         }

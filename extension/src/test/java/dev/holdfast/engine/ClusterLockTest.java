@@ -175,6 +175,9 @@ class ClusterLockTest {
 
     RedisServer after = redis.clusterSetup().failoverMasterOf("migrating");
 
+    // Sharded unlocks are delivered on the slot's primary only, although the demoted one still
+    // accepts SSUBSCRIBE: the waiter must end up on the new primary, even when the first topology
+    // refresh still names the old one.
     Await.until(Duration.ofSeconds(15), () -> shardChannels(after).contains(
         "redisson_lock__channel:{migrating}"), "waiter resubscribed on the new master");
     long released = System.nanoTime();
