@@ -87,11 +87,6 @@ final class LockNameTemplate {
     return index;
   }
 
-  /** Whether the name depends on the arguments. */
-  boolean hasPlaceholders() {
-    return parts.stream().anyMatch(p -> p.parameter >= 0);
-  }
-
   /**
    * The lock name for these arguments.
    *

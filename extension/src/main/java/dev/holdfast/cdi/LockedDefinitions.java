@@ -6,7 +6,6 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -53,12 +52,12 @@ final class LockedDefinitions {
       problems.add(invalid(t, "value", t.value(), e.getMessage()));
     }
     try {
-      waitTime(t, t.waitTime(), "@Locked.waitTime");
+      waitTime(t.waitTime(), "@Locked.waitTime");
     } catch (IllegalArgumentException e) {
       problems.add(invalid(t, "waitTime", t.waitTime(), e.getMessage()));
     }
     try {
-      leaseTime(t, t.leaseTime(), "@Locked.leaseTime");
+      leaseTime(t.leaseTime(), "@Locked.leaseTime");
     } catch (IllegalArgumentException e) {
       problems.add(invalid(t, "leaseTime", t.leaseTime(), e.getMessage()));
     }
@@ -83,8 +82,8 @@ final class LockedDefinitions {
     Duration waitTime;
     Duration leaseTime;
     try {
-      waitTime = waitTime(t, wait.getValue(), wait.getKey());
-      leaseTime = leaseTime(t, lease.getValue(), lease.getKey());
+      waitTime = waitTime(wait.getValue(), wait.getKey());
+      leaseTime = leaseTime(lease.getValue(), lease.getKey());
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("Invalid configuration for @Locked on " + t.where()
           + ": " + e.getMessage(), e);
@@ -95,11 +94,8 @@ final class LockedDefinitions {
   /** The value in force and where it came from (a config key or the annotation member). */
   private static Map.Entry<String, String> effective(LockedTarget t, String member,
       String annotationValue, String annotationMember, Function<String, Optional<String>> config) {
-    Map<String, String> candidates = new LinkedHashMap<>();
-    candidates.put(t.methodKey(member), null);
-    candidates.put(t.classKey(member), null);
-    candidates.put("holdfast.locked." + member, null);
-    for (String key : candidates.keySet()) {
+    for (String key : List.of(t.methodKey(member), t.classKey(member),
+        "holdfast.locked." + member)) {
       Optional<String> value = config.apply(key);
       if (value.isPresent()) {
         return Map.entry(key, value.get());
@@ -114,7 +110,7 @@ final class LockedDefinitions {
   }
 
   /** Null means "wait as long as it takes". */
-  private static Duration waitTime(LockedTarget t, String value, String culprit) {
+  private static Duration waitTime(String value, String culprit) {
     if (value == null || value.isBlank()) {
       return null;
     }
@@ -126,7 +122,7 @@ final class LockedDefinitions {
   }
 
   /** Null means "the watchdog". */
-  private static Duration leaseTime(LockedTarget t, String value, String culprit) {
+  private static Duration leaseTime(String value, String culprit) {
     if (value == null || value.isBlank()) {
       return null;
     }

@@ -56,14 +56,6 @@ final class LockedOperation {
     return lock;
   }
 
-  Duration waitTime() {
-    return waitTime;
-  }
-
-  Duration leaseTime() {
-    return leaseTime;
-  }
-
   @Override
   public String toString() {
     return "@Locked(\"" + name + "\") on " + where + " [wait " + (waitTime == null ? "unbounded"

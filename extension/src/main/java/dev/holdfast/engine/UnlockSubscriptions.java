@@ -158,11 +158,6 @@ final class UnlockSubscriptions implements AutoCloseable {
     return remaining;
   }
 
-  /** Wakes every local waiter (for tests and after topology changes). */
-  synchronized void wakeAll() {
-    entries.values().forEach(WaitEntry::wakeAll);
-  }
-
   /** Sends a keep-alive PING on every subscriber connection. */
   void ping() {
     List<SubscriberConnection> all;
