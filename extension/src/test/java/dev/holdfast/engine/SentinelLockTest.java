@@ -90,6 +90,51 @@ class SentinelLockTest {
     assertFalse(lock.isLocked());
   }
 
+  @Test
+  void manualFailover_oldMasterStaysUp_waiterStillHearsTheUnlock() throws Exception {
+    LockClient a = clients.create(config());
+    LockClient b = clients.create(config());
+    DistributedLock lock = a.getLock("switch-lock");
+    lock.lock();
+    HostAndPort before = redis.sentinelSetup().currentMaster();
+    try (Jedis master = new Jedis(before)) {
+      assertEquals(1, master.waitReplicas(1, 5_000));
+    }
+    Future<Long> waiter = threads.submit(() -> {
+      b.getLock("switch-lock").lock();
+      long at = System.nanoTime();
+      b.getLock("switch-lock").unlock();
+      return at;
+    });
+    awaitSubscribed(before);
+    HostAndPort sentinel = redis.sentinelSetup().sentinels().iterator().next();
+    try (Jedis jedis = new Jedis(sentinel)) {
+      jedis.sentinelFailover(redis.sentinelSetup().masterName());
+    }
+    // The old master is demoted, not killed: a subscriber may stay on it, as a replica.
+    Await.until(Duration.ofSeconds(30), () -> !redis.sentinelSetup().currentMaster().equals(before)
+        && isMaster(redis.sentinelSetup().currentMaster()), "sentinels promoted the replica");
+    long released = System.nanoTime();
+    Await.until(Duration.ofSeconds(10), () -> {
+      try {
+        lock.unlock(); // may need the client to notice the switch first
+        return true;
+      } catch (dev.holdfast.LockException e) {
+        return false;
+      }
+    }, "unlock on the new master");
+    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(20, TimeUnit.SECONDS) - released);
+    assertTrue(latency < 5_000, "waiter woken by the unlock, not the 30 s lease: " + latency);
+  }
+
+  private static boolean isMaster(HostAndPort node) {
+    try (Jedis jedis = new Jedis(node)) {
+      return jedis.role().get(0).equals("master");
+    } catch (RuntimeException e) {
+      return false;
+    }
+  }
+
   private void awaitSubscribed(HostAndPort master) {
     Await.until(Duration.ofSeconds(5), () -> subscribers(master) > 0, "waiter subscribed");
   }
