@@ -27,6 +27,8 @@ public final class LockEngine implements AutoCloseable {
 
   private final LockClientConfig config;
   private final String clientId;
+  /** {@code <clientId>:}, the constant start of every hash field of this client. */
+  private final String fieldPrefix;
   private final RedisTopology topology;
   private final UnlockSubscriptions subscriptions;
   private final ConcurrentMap<Hold.Id, Hold> holds = new ConcurrentHashMap<>();
@@ -41,6 +43,7 @@ public final class LockEngine implements AutoCloseable {
   private LockEngine(LockClientConfig config) {
     this.config = config;
     this.clientId = UUID.randomUUID().toString();
+    this.fieldPrefix = clientId + ":";
     String clientName = "holdfast-" + clientId.substring(0, 8);
     this.topology = RedisTopology.connect(config, clientName);
     this.subscriptions = new UnlockSubscriptions(topology, clientName);
@@ -130,7 +133,12 @@ public final class LockEngine implements AutoCloseable {
   }
 
   String nextRequestId() {
-    return clientId + ":" + requests.incrementAndGet();
+    return fieldPrefix + requests.incrementAndGet();
+  }
+
+  /** The hash field of thread {@code threadId} of this client: {@code <clientId>:<threadId>}. */
+  String fieldOf(long threadId) {
+    return fieldPrefix + threadId;
   }
 
   /** Channels that have local waiters now, for tests. */

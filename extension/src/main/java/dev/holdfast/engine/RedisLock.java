@@ -168,10 +168,11 @@ final class RedisLock implements DistributedLock {
     Hold known = engine.holds().get(id);
     int expected = known == null || known.lostReason() != null ? 0 : known.count();
     long lease = leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
+    String field = field(threadId);
     List<?> reply;
     try {
       reply = (List<?>) engine.topology().eval(LockScripts.ACQUIRE, keyList,
-          List.of(Long.toString(lease), field(threadId), Integer.toString(expected)));
+          List.of(Long.toString(lease), field, Integer.toString(expected)));
     } catch (LockException e) {
       undoUncertainAcquire(threadId, expected);
       throw e;
@@ -183,7 +184,7 @@ final class RedisLock implements DistributedLock {
     int count = Math.toIntExact(value);
     engine.holds().compute(id, (key, hold) -> {
       Hold h = hold == null || hold.lostReason() != null
-          ? new Hold(names, threadId, field(threadId)) : hold;
+          ? new Hold(names, threadId, field) : hold;
       h.count(count);
       h.leased(lease);
       if (leaseMillis == WATCHDOG) {
@@ -315,7 +316,7 @@ final class RedisLock implements DistributedLock {
   }
 
   private String field(long threadId) {
-    return engine.clientId() + ":" + threadId;
+    return engine.fieldOf(threadId);
   }
 
   private void checkOpen() {

@@ -4,6 +4,7 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockLost;
 import dev.holdfast.Locked;
+import dev.holdfast.testing.ExclusionProbe;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import jakarta.enterprise.event.ObservesAsync;
@@ -14,7 +15,6 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Lock;
 
@@ -27,17 +27,14 @@ final class Beans {
   @ApplicationScoped
   public static class Inventory {
     static final AtomicInteger STOCK = new AtomicInteger();
-    static final AtomicBoolean INSIDE = new AtomicBoolean();
-    static final AtomicInteger OVERLAPS = new AtomicInteger();
+    static final ExclusionProbe PROBE = new ExclusionProbe();
 
     @Inject
     LockClient client;
 
     @Locked("inventory:{sku}")
     public boolean reserve(String sku, int qty) {
-      if (!INSIDE.compareAndSet(false, true)) {
-        OVERLAPS.incrementAndGet();
-      }
+      PROBE.enter();
       try {
         int left = STOCK.get();
         Thread.yield();
@@ -47,7 +44,7 @@ final class Beans {
         STOCK.set(left - qty);
         return true;
       } finally {
-        INSIDE.set(false);
+        PROBE.exit();
       }
     }
 

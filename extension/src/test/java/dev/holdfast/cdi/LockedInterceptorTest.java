@@ -84,7 +84,7 @@ class LockedInterceptorTest {
   @Test
   void lockedMethod_excludesCallsAcrossTwoContainers() throws Exception {
     Beans.Inventory.STOCK.set(40);
-    Beans.Inventory.OVERLAPS.set(0);
+    Beans.Inventory.PROBE.reset();
     try (WeldContainer second = weld().containerId("second-instance").initialize()) {
       Beans.Inventory here = bean(Beans.Inventory.class);
       Beans.Inventory there = second.select(Beans.Inventory.class).get();
@@ -110,7 +110,7 @@ class LockedInterceptorTest {
       }
       assertEquals(40, reserved, "exactly the stock was reserved");
       assertEquals(0, Beans.Inventory.STOCK.get());
-      assertEquals(0, Beans.Inventory.OVERLAPS.get(), "never two callers inside");
+      assertEquals(0, Beans.Inventory.PROBE.overlaps(), "never two callers inside");
     }
   }
 

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.testing.Await;
+import dev.holdfast.testing.ExclusionProbe;
 import dev.holdfast.testing.RedisExtension;
 import dev.holdfast.testing.RedisServer;
 import java.time.Duration;
@@ -20,7 +21,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -123,8 +123,7 @@ class ClusterLockTest {
   @Test
   void mutualExclusion_underContention() throws Exception {
     List<LockClient> all = List.of(clients.create(config), clients.create(config));
-    AtomicBoolean inside = new AtomicBoolean();
-    AtomicInteger overlaps = new AtomicInteger();
+    ExclusionProbe probe = new ExclusionProbe();
     AtomicInteger done = new AtomicInteger();
     CountDownLatch start = new CountDownLatch(1);
     List<Future<?>> workers = new ArrayList<>();
@@ -136,12 +135,10 @@ class ClusterLockTest {
           for (int r = 0; r < 20; r++) {
             lock.lock();
             try {
-              if (!inside.compareAndSet(false, true)) {
-                overlaps.incrementAndGet();
-              }
+              probe.enter();
               Thread.yield();
               done.incrementAndGet();
-              inside.set(false);
+              probe.exit();
             } finally {
               lock.unlock();
             }
@@ -154,7 +151,7 @@ class ClusterLockTest {
     for (Future<?> w : workers) {
       w.get(60, TimeUnit.SECONDS);
     }
-    assertEquals(0, overlaps.get());
+    assertEquals(0, probe.overlaps());
     assertEquals(120, done.get());
   }
 
@@ -164,12 +161,7 @@ class ClusterLockTest {
     LockClient b = clients.create(config);
     DistributedLock lock = a.getLock("migrating");
     lock.lock(); // 30 s lease: only a message wakes the waiter early
-    Future<Long> waiter = threads.submit(() -> {
-      b.getLock("migrating").lock();
-      long at = System.nanoTime();
-      b.getLock("migrating").unlock();
-      return at;
-    });
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, b.getLock("migrating"));
     RedisServer before = redis.clusterSetup().masterForKey("migrating");
     Await.until(Duration.ofSeconds(5), () -> !shardChannels(before).isEmpty(), "subscribed");
 
@@ -182,7 +174,7 @@ class ClusterLockTest {
         "redisson_lock__channel:{migrating}"), "waiter resubscribed on the new master");
     long released = System.nanoTime();
     lock.unlock();
-    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(20, TimeUnit.SECONDS) - released);
+    long latency = Waiters.millisUntilAcquired(waiter, released);
     assertTrue(latency < 2_000, "woken by the new master's message: " + latency + "ms");
   }
 

@@ -71,7 +71,8 @@ class ConnectionOptionsTest {
         throw new IllegalStateException(e);
       }
     });
-    Await.until(Duration.ofSeconds(5), () -> subscribers("redisson_lock__channel:{acl}") > 0,
+    Await.until(Duration.ofSeconds(5), () -> Waiters.subscribers(redis.server().admin(),
+        "redisson_lock__channel:{acl}") > 0,
         "waiter subscribed as the ACL user");
     long released = System.nanoTime();
     lock.unlock();
@@ -79,11 +80,6 @@ class ConnectionOptionsTest {
     assertTrue(System.nanoTime() - released < TimeUnit.SECONDS.toNanos(5), "woken by message");
   }
 
-  private static long subscribers(String channel) {
-    try (Jedis jedis = redis.server().admin()) {
-      return jedis.pubsubNumSub(channel).getOrDefault(channel, 0L);
-    }
-  }
 
   @Test
   void aclUser_limitedToTheKeyPrefix_locksAndUnlocks() {

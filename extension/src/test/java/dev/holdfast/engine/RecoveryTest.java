@@ -17,7 +17,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -70,18 +69,13 @@ class RecoveryTest {
     LockClient holder = clients.create(config);
     holder.getLock("survivor").lock(); // 30 s watchdog lease
     LockClient waiting = clients.create(config);
-    Future<Long> waiter = threads.submit(() -> {
-      DistributedLock lock = waiting.getLock("survivor");
-      lock.lock();
-      long at = System.nanoTime();
-      lock.unlock();
-      return at;
-    });
-    Await.until(Duration.ofSeconds(5), () -> !Engines.channels(waiting).isEmpty()
-        && subscribers() > 0, "waiter subscribed");
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, waiting.getLock("survivor"));
+    Await.until(Duration.ofSeconds(5), () -> !Clients.engine(waiting).waitedChannels().isEmpty()
+        && Waiters.subscribers(redis.server().admin(), "redisson_lock__channel:{survivor}") > 0,
+        "waiter subscribed");
     long restartedAt = System.nanoTime();
     redis.server().restart(); // all keys, scripts and connections are gone
-    long took = TimeUnit.NANOSECONDS.toMillis(waiter.get(20, TimeUnit.SECONDS) - restartedAt);
+    long took = Waiters.millisUntilAcquired(waiter, restartedAt);
     assertTrue(took < 10_000, "resubscription woke the waiter long before the 30 s lease: " + took);
   }
 
@@ -116,17 +110,4 @@ class RecoveryTest {
     lock.unlock();
   }
 
-  private long subscribers() {
-    try (Jedis jedis = redis.server().admin()) {
-      return jedis.pubsubNumSub("redisson_lock__channel:{survivor}")
-          .getOrDefault("redisson_lock__channel:{survivor}", 0L);
-    }
-  }
-
-  /** Access to engine internals of a client. */
-  static final class Engines {
-    static java.util.Set<String> channels(LockClient client) {
-      return Clients.engine(client).waitedChannels();
-    }
-  }
 }

@@ -73,16 +73,11 @@ class RedissonInteropTest {
     assertFalse(threads.submit(() -> theirs.tryLock()).get(5, TimeUnit.SECONDS));
     assertTrue(theirs.isLocked());
 
-    Future<Long> waiter = threads.submit(() -> {
-      theirs.lock(); // Redisson waits on the same channel
-      long at = System.nanoTime();
-      theirs.unlock();
-      return at;
-    });
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, theirs); // on the same channel
     awaitSubscriber();
     long released = System.nanoTime();
     lock.unlock();
-    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(10, TimeUnit.SECONDS) - released);
+    long latency = Waiters.millisUntilAcquired(waiter, released);
     assertTrue(latency < 2_000, "Redisson waiter woke by our message, not the 30 s lease: " + latency);
   }
 
@@ -94,16 +89,11 @@ class RedissonInteropTest {
     assertFalse(ours.tryLock());
     assertTrue(ours.isLocked());
     assertFalse(ours.isHeldByCurrentThread());
-    Future<Long> waiter = threads.submit(() -> {
-      ours.lock();
-      long at = System.nanoTime();
-      ours.unlock();
-      return at;
-    });
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, ours);
     awaitSubscriber();
     long released = System.nanoTime();
     theirs.unlock();
-    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(10, TimeUnit.SECONDS) - released);
+    long latency = Waiters.millisUntilAcquired(waiter, released);
     assertTrue(latency < 2_000, "woken by Redisson's message, not the 30 s lease: " + latency);
     assertFalse(theirs.isLocked());
   }
@@ -124,11 +114,7 @@ class RedissonInteropTest {
   }
 
   private void awaitSubscriber() {
-    Await.until(Duration.ofSeconds(5), () -> {
-      try (Jedis jedis = redis.server().admin()) {
-        return jedis.pubsubNumSub("redisson_lock__channel:{shared}")
-            .getOrDefault("redisson_lock__channel:{shared}", 0L) > 0;
-      }
-    }, "waiter subscribed to the lock channel");
+    Await.until(Duration.ofSeconds(5), () -> Waiters.subscribers(redis.server().admin(),
+        "redisson_lock__channel:{shared}") > 0, "waiter subscribed to the lock channel");
   }
 }

@@ -70,12 +70,7 @@ class SentinelLockTest {
       // Replication is asynchronous: make sure the replica has the lock before the master dies.
       assertEquals(1, master.waitReplicas(1, 5_000));
     }
-    Future<Long> waiter = threads.submit(() -> {
-      b.getLock("ha-lock").lock();
-      long at = System.nanoTime();
-      b.getLock("ha-lock").unlock();
-      return at;
-    });
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, b.getLock("ha-lock"));
     awaitSubscribed(redis.sentinelSetup().currentMaster());
 
     HostAndPort promoted = redis.sentinelSetup().failover();
@@ -85,7 +80,7 @@ class SentinelLockTest {
     assertTrue(lock.isHeldByCurrentThread(), "the lock was replicated before the failover");
     long released = System.nanoTime();
     lock.unlock();
-    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(20, TimeUnit.SECONDS) - released);
+    long latency = Waiters.millisUntilAcquired(waiter, released);
     assertTrue(latency < 2_000, "woken by the new master's message: " + latency + "ms");
     assertFalse(lock.isLocked());
   }
@@ -100,12 +95,7 @@ class SentinelLockTest {
     try (Jedis master = new Jedis(before)) {
       assertEquals(1, master.waitReplicas(1, 5_000));
     }
-    Future<Long> waiter = threads.submit(() -> {
-      b.getLock("switch-lock").lock();
-      long at = System.nanoTime();
-      b.getLock("switch-lock").unlock();
-      return at;
-    });
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, b.getLock("switch-lock"));
     awaitSubscribed(before);
     HostAndPort sentinel = redis.sentinelSetup().sentinels().iterator().next();
     try (Jedis jedis = new Jedis(sentinel)) {
@@ -123,7 +113,7 @@ class SentinelLockTest {
         return false;
       }
     }, "unlock on the new master");
-    long latency = TimeUnit.NANOSECONDS.toMillis(waiter.get(20, TimeUnit.SECONDS) - released);
+    long latency = Waiters.millisUntilAcquired(waiter, released);
     assertTrue(latency < 5_000, "waiter woken by the unlock, not the 30 s lease: " + latency);
   }
 

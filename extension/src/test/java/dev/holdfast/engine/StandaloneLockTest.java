@@ -9,6 +9,7 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockLost;
 import dev.holdfast.testing.Await;
+import dev.holdfast.testing.ExclusionProbe;
 import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
 import java.util.List;
@@ -20,7 +21,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -201,22 +201,12 @@ class StandaloneLockTest {
     DistributedLock held = client.getLock("handoff");
     held.lock(); // watchdog lease: 30 s, so only the unlock message can wake the waiter early
     DistributedLock waiting = clients.create(config).getLock("handoff");
-    CountDownLatch subscribed = new CountDownLatch(1);
-    AtomicLong acquiredAt = new AtomicLong();
-    Future<?> waiter = threads.submit(() -> {
-      subscribed.countDown();
-      waiting.lock();
-      acquiredAt.set(System.nanoTime());
-      waiting.unlock();
-      return null;
-    });
-    subscribed.await();
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, waiting);
     Await.until(Duration.ofSeconds(5), () -> channels().contains("redisson_lock__channel:{handoff}"),
         "waiter subscribed");
     long releasedAt = System.nanoTime();
     held.unlock();
-    waiter.get(10, TimeUnit.SECONDS);
-    long latencyMs = TimeUnit.NANOSECONDS.toMillis(acquiredAt.get() - releasedAt);
+    long latencyMs = Waiters.millisUntilAcquired(waiter, releasedAt);
     System.out.println("wake-up latency after unlock: " + latencyMs + " ms");
     assertTrue(latencyMs < 2_000, "woken by the message, not the 30 s lease: " + latencyMs);
     Await.until(Duration.ofSeconds(5), () -> channels().isEmpty(), "no leaked subscription");
@@ -349,8 +339,7 @@ class StandaloneLockTest {
     try (Jedis jedis = admin()) {
       jedis.set("counter", "0");
     }
-    AtomicBoolean inside = new AtomicBoolean();
-    AtomicLong overlaps = new AtomicLong();
+    ExclusionProbe probe = new ExclusionProbe();
     CountDownLatch start = new CountDownLatch(1);
     List<Future<?>> workers = new CopyOnWriteArrayList<>();
     for (LockClient c : all) {
@@ -362,14 +351,12 @@ class StandaloneLockTest {
             for (int r = 0; r < rounds; r++) {
               lock.lock();
               try {
-                if (!inside.compareAndSet(false, true)) {
-                  overlaps.incrementAndGet();
-                }
+                probe.enter();
                 // A read-modify-write that loses updates unless it is exclusive.
                 int value = Integer.parseInt(jedis.get("counter"));
                 Thread.yield();
                 jedis.set("counter", Integer.toString(value + 1));
-                inside.set(false);
+                probe.exit();
               } finally {
                 lock.unlock();
               }
@@ -387,7 +374,7 @@ class StandaloneLockTest {
       assertEquals(clientCount * threadsPerClient * rounds, Integer.parseInt(jedis.get("counter")));
       assertFalse(jedis.exists("counter-lock"));
     }
-    assertEquals(0, overlaps.get());
+    assertEquals(0, probe.overlaps());
     Await.until(Duration.ofSeconds(5), () -> channels().isEmpty(), "no leaked subscription");
   }
 
