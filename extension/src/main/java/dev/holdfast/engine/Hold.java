@@ -1,80 +1,289 @@
 package dev.holdfast.engine;
 
+import java.lang.ref.WeakReference;
+import java.util.ArrayDeque;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
 /**
- * What this client believes one thread holds of one lock.
+ * What this client believes one thread holds of one lock: a mirror of what the scripts did.
  *
- * <p>The count is written only by the holding thread (acquire and release run on it) and read by
- * the watchdog; {@code watchdog} and {@code lostReason} are written by either. Redis stays the
- * authority: the count is what the thread's calls made it, and it is sent with the next call so a
- * replayed script can recognise itself.
+ * <p><b>Sections.</b> Each successful acquisition opens a section with the lease it asked for
+ * (the watchdog's, or a fixed one with its own deadline); each unlock closes the newest. The key's
+ * TTL is kept at least what the open sections need, and the watchdog renews the hold while any
+ * open section is a watchdog one.
+ *
+ * <p><b>Belief.</b> The hold is believed held until {@link #confirmedUntil()}: the TTL that Redis
+ * last acknowledged, counted from when that call was <em>sent</em>, less a margin for clock
+ * drift — so the client stops believing before Redis can let anyone else in, even when it cannot
+ * reach Redis at all. A hold that ends any other way than by its final unlock is <em>lost</em>,
+ * once, with a reason; its open sections still need their unlocks, which report the loss.
+ *
+ * <p><b>Threads.</b> Sections, count and the pending release are written only by the holding
+ * thread. The watchdog and the deadline timer read the volatile fields and apply what they learn
+ * under this object's monitor, after checking {@link #epoch} — odd while the holder has a call in
+ * flight — so that a renewal answered after the holder changed the hold is never applied to it.
  */
 final class Hold {
+  /** Lease of a watchdog section. */
+  static final long WATCHDOG = -1;
+
   final LockNames names;
   final long threadId;
   final String field;
+  final Id id;
+  private final WeakReference<Thread> thread;
+
+  private final ArrayDeque<Section> sections = new ArrayDeque<>();
+  private Pending pendingRelease;
+
   private volatile int count;
   private volatile boolean watchdog;
-  private volatile String lostReason;
-  private volatile boolean releasing;
-  private volatile long leaseMillis;
-  /** For holds with an explicit lease: when Redis lets the key expire (System.nanoTime()). */
-  private volatile long expiresAtNanos;
+  private volatile long confirmedUntil;
+  private final AtomicReference<String> lostReason = new AtomicReference<>();
+  private volatile long lostAt;
+  private final AtomicReference<Cleanup> cleanup = new AtomicReference<>();
+  /** Guarded by this. */
+  private long epoch;
+  /** Guarded by this. */
+  private int renewalsInFlight;
+  /** Guarded by this. */
+  ScheduledFuture<?> deadlineTask;
 
   Hold(LockNames names, long threadId, String field) {
     this.names = names;
     this.threadId = threadId;
     this.field = field;
+    this.id = new Id(names.key(), threadId);
+    Thread current = Thread.currentThread();
+    this.thread = new WeakReference<>(current.getId() == threadId ? current : null);
+  }
+
+  /**
+   * A record of Redis work owed by a thread that holds nothing: an acquisition whose outcome is
+   * unknown must be settled before the thread acquires this lock again.
+   */
+  static Hold owing(LockNames names, long threadId, String field, Cleanup cleanup) {
+    Hold h = new Hold(names, threadId, field);
+    h.lostReason.set("never granted: the outcome of its acquisition is being settled");
+    h.lostAt = System.nanoTime();
+    h.cleanup.set(cleanup);
+    return h;
   }
 
   int count() {
     return count;
   }
 
-  void count(int count) {
-    this.count = count;
-  }
-
   boolean watchdog() {
-    return watchdog && lostReason == null;
+    return watchdog;
   }
 
-  void useWatchdog() {
-    this.watchdog = true;
+  long confirmedUntil() {
+    return confirmedUntil;
+  }
+
+  boolean active() {
+    return lostReason.get() == null;
   }
 
   String lostReason() {
-    return lostReason;
+    return lostReason.get();
   }
 
-  void lost(String reason) {
-    this.lostReason = reason;
+  long lostAt() {
+    return lostAt;
   }
 
-  /** True while the holder runs a release, whose final step makes renewals miss legitimately. */
-  boolean releasing() {
-    return releasing;
+  /** Whether the hold is active and its lease certainly not over at {@code now}. */
+  boolean believedAt(long now) {
+    return active() && now - confirmedUntil < 0;
   }
 
-  void releasing(boolean value) {
-    this.releasing = value;
+  /**
+   * Marks the hold lost.
+   *
+   * @return whether this call did it (the caller reports it); false if it was lost already
+   */
+  boolean lose(String reason) {
+    if (lostReason.compareAndSet(null, reason)) {
+      lostAt = System.nanoTime();
+      return true;
+    }
+    return false;
   }
 
-  long leaseMillis() {
-    return leaseMillis;
+  boolean threadAlive() {
+    Thread t = thread.get();
+    return t != null && t.isAlive();
   }
 
-  /** Records the lease just set in Redis by an acquisition. */
-  void leased(long leaseMillis) {
-    this.leaseMillis = leaseMillis;
-    this.expiresAtNanos = System.nanoTime() + leaseMillis * 1_000_000L;
+  // ---- owner thread ----
+
+  /** Opens a section that Redis confirmed until {@code until} (nanoTime). */
+  void opened(Section section, long until) {
+    sections.push(section);
+    count = sections.size();
+    watchdog |= section.watchdog();
+    confirmedUntil = until;
   }
 
-  /** An explicit-lease hold whose lease ran out long ago: its key is gone from Redis. */
-  boolean expiredBefore(long nanoTime) {
-    return !watchdog && expiresAtNanos - nanoTime < 0;
+  /** Closes the newest section (a successful or a reporting unlock). */
+  void closeNewest() {
+    sections.poll();
+    count = sections.size();
+    watchdog = sections.stream().anyMatch(Section::watchdog);
+  }
+
+  /**
+   * The lease, in ms, that the sections other than the newest need at {@code now}:
+   * {@link #WATCHDOG} if one of them is renewed by the watchdog, 0 if their leases are over.
+   */
+  long leaseAfterNewest(long now) {
+    long latest = Long.MIN_VALUE;
+    boolean first = true;
+    for (Section s : sections) {
+      if (first) {
+        first = false;
+        continue;
+      }
+      if (s.watchdog()) {
+        return WATCHDOG;
+      }
+      latest = latest == Long.MIN_VALUE || s.deadline() - latest > 0 ? s.deadline() : latest;
+    }
+    if (latest == Long.MIN_VALUE) {
+      return WATCHDOG; // no section remains: the lease does not matter
+    }
+    long left = latest - now;
+    return left <= 0 ? 0 : Math.max(1, TimeUnit.NANOSECONDS.toMillis(left));
+  }
+
+  /** The lease of the newest fixed-lease section, for messages; 0 if none. */
+  long fixedLeaseMillis() {
+    for (Section s : sections) {
+      if (!s.watchdog()) {
+        return s.leaseMillis();
+      }
+    }
+    return 0;
+  }
+
+  void confirm(long until) {
+    confirmedUntil = until;
+  }
+
+  Pending pendingRelease() {
+    return pendingRelease;
+  }
+
+  void pendingRelease(Pending pending) {
+    this.pendingRelease = pending;
+  }
+
+  synchronized void beginCall() {
+    epoch++;
+  }
+
+  synchronized void endCall() {
+    epoch++;
+  }
+
+  // ---- watchdog ----
+
+  /** The epoch to check a renewal against, or -1 while the holder has a call in flight. */
+  synchronized long idleEpoch() {
+    return (epoch & 1) == 0 ? epoch : -1;
+  }
+
+  synchronized boolean unchangedSince(long snapshot) {
+    return epoch == snapshot;
+  }
+
+  /** Applies a renewal confirmed until {@code until}, unless the hold changed since. */
+  synchronized void renewed(long snapshot, long until) {
+    if (epoch == snapshot && watchdog && active() && until - confirmedUntil > 0) {
+      confirmedUntil = until;
+    }
+  }
+
+  synchronized void renewalStarted() {
+    renewalsInFlight++;
+  }
+
+  synchronized void renewalEnded() {
+    renewalsInFlight--;
+    notifyAll();
+  }
+
+  /**
+   * Waits until no renewal of this hold is in flight, so that none can extend a later hold of
+   * the same thread (a renewal checks only that the thread's field exists).
+   */
+  synchronized void awaitRenewals(long maxNanos) {
+    long end = System.nanoTime() + maxNanos;
+    boolean interrupted = false;
+    while (renewalsInFlight > 0) {
+      long left = end - System.nanoTime();
+      if (left <= 0) {
+        break;
+      }
+      try {
+        TimeUnit.NANOSECONDS.timedWait(this, left);
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  // ---- Redis work owed ----
+
+  Cleanup cleanup() {
+    return cleanup.get();
+  }
+
+  void owe(Cleanup owed) {
+    cleanup.set(owed);
+  }
+
+  boolean settled(Cleanup done) {
+    return cleanup.compareAndSet(done, null);
+  }
+
+  @Override
+  public String toString() {
+    return "Hold[" + names.name() + ", thread " + threadId + ", count " + count
+        + (active() ? "" : ", lost: " + lostReason()) + "]";
   }
 
   /** Identifies a hold: one lock key, one thread. */
   record Id(String key, long threadId) {
+  }
+
+  /** One open acquisition: renewed by the watchdog, or a fixed lease ending at a deadline. */
+  record Section(boolean watchdog, long leaseMillis, long deadline) {
+  }
+
+  /**
+   * An unlock whose reply never came: the next unlock re-sends it, a re-entry settles it first.
+   *
+   * @param leaseMillis the lease it set for the sections left (0: it ended the hold)
+   * @param sentAt when it was first sent (nanoTime), the earliest its TTL can count from
+   */
+  record Pending(String requestId, int expected, long leaseMillis, long sentAt) {
+  }
+
+  /**
+   * A {@link LockScripts#RESOLVE} call owed to Redis.
+   *
+   * @param kind {@code acquire} (undo an uncertain acquisition) or {@code abandon} (remove the
+   *     thread's field)
+   * @param giveUpAt when the work is moot (nanoTime): whatever it would remove has expired
+   */
+  record Cleanup(String requestId, int expected, String kind, long giveUpAt) {
   }
 }

@@ -5,107 +5,156 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentMap;
-import java.util.function.BiConsumer;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 
 /**
- * Keeps watchdog holds alive: every third of the watchdog timeout, one scheduled run renews every
- * such hold of the client, batched — one script call per cluster slot, or per chunk of
- * {@value #BATCH} holds elsewhere — and reports holds that Redis no longer has as lost.
+ * Keeps watchdog holds alive: every third of the watchdog timeout, a round renews every such hold
+ * of the client, batched — one script call per cluster slot, or per chunk of {@value #BATCH}
+ * holds elsewhere — and reports holds that Redis no longer has as lost.
  *
- * <p>A run never throws: a Redis error is logged once per outage and the next run tries again;
- * a hold is only reported lost when Redis answers that it is gone.
+ * <p>The round itself runs on the scheduler and only sorts holds by node; each node's renewals
+ * run as one task on the I/O pool, and a node whose previous renewals are still in flight is
+ * skipped, so a node that does not answer delays no other node. A renewal's answer is applied to
+ * a hold only if its holder changed nothing since the renewal was sent. The round also forgets
+ * lost holds that owe nothing, and gives up holds whose thread ended without unlocking.
+ *
+ * <p>A round never throws: a Redis error is logged once per outage and the next round tries
+ * again. A hold whose renewals keep failing is declared lost by its deadline timer
+ * ({@link LockEngine#watchDeadline}), not here.
  */
 final class LeaseWatchdog {
   private static final System.Logger LOG = System.getLogger(LeaseWatchdog.class.getName());
   static final int BATCH = 256;
-  /** Explicit-lease holds are forgotten this long after their lease ran out. */
-  private static final long EXPIRED_GRACE_NANOS = 60_000_000_000L;
+  /** Lost holds whose thread never unlocks them are forgotten after this long. */
+  private static final long LOST_RETENTION_NANOS = TimeUnit.MINUTES.toNanos(10);
 
+  private final LockEngine engine;
   private final RedisTopology topology;
-  private final ConcurrentMap<Hold.Id, Hold> holds;
   private final long leaseMillis;
-  private final BiConsumer<Hold, String> onLost;
-  private boolean failing;
+  private final Set<Object> busyNodes = ConcurrentHashMap.newKeySet();
+  private final Set<Object> failingNodes = ConcurrentHashMap.newKeySet();
 
-  LeaseWatchdog(RedisTopology topology, ConcurrentMap<Hold.Id, Hold> holds, long leaseMillis,
-      BiConsumer<Hold, String> onLost) {
-    this.topology = topology;
-    this.holds = holds;
-    this.leaseMillis = leaseMillis;
-    this.onLost = onLost;
+  LeaseWatchdog(LockEngine engine) {
+    this.engine = engine;
+    this.topology = engine.topology();
+    this.leaseMillis = engine.watchdogMillis();
   }
 
-  /** One renewal round; safe to call from the scheduler only (not concurrently with itself). */
+  /** One round; called by the scheduler only. */
   void run() {
     try {
-      renewAll();
-      forgetExpiredLeases();
+      Map<Object, List<Hold>> byNode = new LinkedHashMap<>();
+      long now = System.nanoTime();
+      for (Hold h : engine.holds().values()) {
+        if (!h.active()) {
+          forgetIfStale(h, now);
+        } else if (!h.threadAlive()) {
+          if (engine.lose(h, "its thread ended without unlock()")) {
+            engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), h.count(), "abandon",
+                engine.giveUpAfter(leaseMillis)));
+          }
+        } else if (h.watchdog()) {
+          byNode.computeIfAbsent(topology.renewalNode(h.names.key()), n -> new ArrayList<>())
+              .add(h);
+        }
+      }
+      byNode.forEach((node, holds) -> {
+        if (busyNodes.add(node) && !engine.runIo(() -> renewNode(node, holds))) {
+          busyNodes.remove(node);
+        }
+      });
     } catch (Throwable t) {
       LOG.log(Level.ERROR, "Unexpected error in the lock watchdog; it keeps running", t);
     }
   }
 
-  private void renewAll() {
-    Map<Object, List<Hold>> groups = new LinkedHashMap<>();
-    for (Hold h : holds.values()) {
-      if (h.watchdog() && !h.releasing()) {
-        groups.computeIfAbsent(topology.renewalGroup(h.names.key()), g -> new ArrayList<>()).add(h);
-      }
+  private void forgetIfStale(Hold h, long now) {
+    if (h.cleanup() == null && (h.count() == 0 || !h.threadAlive()
+        || now - h.lostAt() > LOST_RETENTION_NANOS)) {
+      engine.holds().remove(h.id, h);
     }
-    boolean failed = false;
-    for (List<Hold> group : groups.values()) {
-      for (int from = 0; from < group.size(); from += BATCH) {
-        List<Hold> batch = group.subList(from, Math.min(group.size(), from + BATCH));
-        try {
-          renew(batch);
-        } catch (RuntimeException e) {
-          failed = true;
-          if (!failing) {
-            LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every "
-                + leaseMillis / 3 + "ms. Locks are lost if this lasts " + leaseMillis + "ms: "
-                + e.getMessage());
-          }
-        }
-      }
-    }
-    if (failing && !failed) {
-      LOG.log(Level.INFO, "Lock lease renewal works again");
-    }
-    failing = failed;
   }
 
-  private void renew(List<Hold> batch) {
+  private void renewNode(Object node, List<Hold> holds) {
+    try {
+      Map<Object, List<Hold>> groups = new LinkedHashMap<>();
+      for (Hold h : holds) {
+        groups.computeIfAbsent(topology.renewalGroup(h.names.key()), g -> new ArrayList<>())
+            .add(h);
+      }
+      boolean failed = false;
+      for (List<Hold> group : groups.values()) {
+        for (int from = 0; from < group.size(); from += BATCH) {
+          failed |= !renew(group.subList(from, Math.min(group.size(), from + BATCH)));
+        }
+      }
+      if (failed) {
+        failingNodes.add(node);
+      } else if (failingNodes.remove(node)) {
+        LOG.log(Level.INFO, "Lock lease renewal works again" + where(node));
+      }
+    } catch (Throwable t) {
+      LOG.log(Level.ERROR, "Unexpected error renewing locks" + where(node), t);
+    } finally {
+      busyNodes.remove(node);
+    }
+  }
+
+  /** Renews one batch (one slot); false if Redis did not answer or failed. */
+  private boolean renew(List<Hold> candidates) {
+    List<Hold> batch = new ArrayList<>(candidates.size());
+    List<Long> epochs = new ArrayList<>(candidates.size());
+    for (Hold h : candidates) {
+      long epoch = h.idleEpoch();
+      // A holder with a call in flight renews the lease itself with that call.
+      if (epoch >= 0 && h.active() && h.watchdog()) {
+        batch.add(h);
+        epochs.add(epoch);
+      }
+    }
+    if (batch.isEmpty()) {
+      return true;
+    }
     List<String> keys = new ArrayList<>(batch.size());
     List<String> args = new ArrayList<>(batch.size() + 1);
     args.add(Long.toString(leaseMillis));
     for (Hold h : batch) {
       keys.add(h.names.key());
       args.add(h.field);
+      h.renewalStarted();
     }
-    List<?> renewed = (List<?>) topology.eval(LockScripts.RENEW, keys, args);
-    for (int i = 0; i < batch.size(); i++) {
-      Hold h = batch.get(i);
-      boolean stillHeld = ((Number) renewed.get(i)).longValue() == 1;
-      // A release that ran after we read the hold explains the miss; that is no loss.
-      if (!stillHeld && !h.releasing() && holds.get(new Hold.Id(h.names.key(), h.threadId)) == h
-          && h.count() > 0 && h.lostReason() == null) {
-        String reason = "the lease renewal found the lock no longer held by this thread: it "
-            + "expired while Redis was unreachable, was force-unlocked, or was lost in a Redis "
-            + "restart or failover";
-        h.lost(reason);
-        onLost.accept(h, reason);
+    try {
+      long sentAt = System.nanoTime();
+      List<?> renewed = (List<?>) topology.eval(LockScripts.RENEW, keys, args);
+      long until = LockEngine.confirmedUntil(sentAt, leaseMillis);
+      for (int i = 0; i < batch.size(); i++) {
+        Hold h = batch.get(i);
+        long epoch = epochs.get(i);
+        if (((Number) renewed.get(i)).longValue() == 1) {
+          h.renewed(epoch, until);
+          engine.watchDeadline(h);
+        } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
+          // Unchanged since the renewal was sent: no release of its own explains the miss.
+          engine.lose(h, "the lease renewal found the lock no longer held by this thread: it "
+              + "expired while Redis was unreachable, was force-unlocked, or was lost in a "
+              + "Redis restart or failover");
+        }
       }
+      return true;
+    } catch (RuntimeException e) {
+      if (!failingNodes.contains(topology.renewalNode(batch.get(0).names.key()))) {
+        LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + leaseMillis / 3
+            + "ms. Locks are lost if this lasts " + leaseMillis + "ms: " + e.getMessage());
+      }
+      return false;
+    } finally {
+      batch.forEach(Hold::renewalEnded);
     }
   }
 
-  private void forgetExpiredLeases() {
-    long cutoff = System.nanoTime() - EXPIRED_GRACE_NANOS;
-    for (Hold h : holds.values()) {
-      if (h.expiredBefore(cutoff)) {
-        holds.computeIfPresent(new Hold.Id(h.names.key(), h.threadId),
-            (id, current) -> current == h && h.expiredBefore(cutoff) ? null : current);
-      }
-    }
+  private static String where(Object node) {
+    return "all".equals(node) ? "" : " on " + node;
   }
 }

@@ -5,25 +5,43 @@ import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockLost;
 import java.lang.System.Logger.Level;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
 /**
  * One client's engine: the Redis topology, the waiters' subscriptions, the holds this client
- * believes it has, and the scheduler that renews leases and keeps subscriber connections alive.
+ * believes it has, and the threads that keep them honest.
+ *
+ * <p><b>Threads.</b> One scheduler thread only keeps time: it starts renewal rounds, fires hold
+ * deadlines and pings subscriber connections, and never waits for Redis. Redis calls of the
+ * watchdog and of owed cleanups run on an I/O pool, one task per node at a time, so that a node
+ * that does not answer delays nobody else's renewals. Lost-lock listeners run on their own
+ * thread, in order, so that application code never delays a renewal.
  *
  * <p>Internal: use {@code dev.holdfast.LockClient}. Thread-safe; {@link #close()} is idempotent.
  */
 public final class LockEngine implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger(LockEngine.class.getName());
+  /** How often owed cleanups are retried while Redis does not answer them. */
+  private static final long CLEANUP_RETRY_MS = 250;
 
   private final LockClientConfig config;
   private final String clientId;
@@ -35,9 +53,13 @@ public final class LockEngine implements AutoCloseable {
   private final CopyOnWriteArrayList<Consumer<? super LockLost>> lostListeners =
       new CopyOnWriteArrayList<>();
   private final ScheduledThreadPoolExecutor scheduler;
+  private final ThreadPoolExecutor io;
+  private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
+  private final AtomicBoolean cleanupRunning = new AtomicBoolean();
   private final long watchdogMillis;
   private final long markerMillis;
+  private final long sealMillis;
   private volatile boolean closed;
 
   private LockEngine(LockClientConfig config) {
@@ -48,19 +70,32 @@ public final class LockEngine implements AutoCloseable {
     this.topology = RedisTopology.connect(config, clientName);
     this.subscriptions = new UnlockSubscriptions(topology, clientName);
     this.watchdogMillis = config.watchdogTimeout().toMillis();
-    // Outlives every retry of the release it marks.
+    // A final release's marker outlives every retry of that release.
     this.markerMillis = Math.max(5_000, config.timeout().toMillis() * (RedisTopology.ATTEMPTS + 2));
-    this.scheduler = new ScheduledThreadPoolExecutor(1, r -> {
-      Thread t = new Thread(r, clientName + "-watchdog");
-      t.setDaemon(true);
-      return t;
-    });
+    // A sealed or settled request's marker also outlives a copy delayed in a paused server or a
+    // slow network; these are rare, so they may live long.
+    this.sealMillis = Math.max(markerMillis, Math.max(60_000, 2 * watchdogMillis));
+    this.scheduler = new ScheduledThreadPoolExecutor(1, daemon(clientName + "-timer"));
     scheduler.setRemoveOnCancelPolicy(true);
-    LeaseWatchdog watchdog = new LeaseWatchdog(topology, holds, watchdogMillis, this::reportLost);
+    // Bounded by design: at most one renewal task per node plus one cleanup task at a time.
+    this.io = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30, TimeUnit.SECONDS,
+        new SynchronousQueue<>(), daemon(clientName + "-io"));
+    this.events = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS,
+        new LinkedBlockingQueue<>(), daemon(clientName + "-events"));
+    LeaseWatchdog watchdog = new LeaseWatchdog(this);
     long every = Math.max(1, watchdogMillis / 3);
     scheduler.scheduleWithFixedDelay(watchdog::run, every, every, TimeUnit.MILLISECONDS);
     long ping = UnlockSubscriptions.PING_INTERVAL.toMillis();
     scheduler.scheduleWithFixedDelay(this::pingSubscribers, ping, ping, TimeUnit.MILLISECONDS);
+  }
+
+  private static ThreadFactory daemon(String name) {
+    AtomicInteger n = new AtomicInteger();
+    return r -> {
+      Thread t = new Thread(r, name + (name.endsWith("-io") ? "-" + n.incrementAndGet() : ""));
+      t.setDaemon(true);
+      return t;
+    };
   }
 
   /**
@@ -105,6 +140,8 @@ public final class LockEngine implements AutoCloseable {
     closed = true;
     scheduler.shutdownNow();
     subscriptions.close();
+    io.shutdown();
+    events.shutdown();
     topology.close();
   }
 
@@ -128,8 +165,9 @@ public final class LockEngine implements AutoCloseable {
     return watchdogMillis;
   }
 
-  long markerMillis() {
-    return markerMillis;
+  /** How long a marker lives: short for a final release's first attempt, long once sealed. */
+  long markerMillis(boolean sealed) {
+    return sealed ? sealMillis : markerMillis;
   }
 
   String nextRequestId() {
@@ -146,25 +184,231 @@ public final class LockEngine implements AutoCloseable {
     return subscriptions.activeChannels();
   }
 
+  /** Runs {@code task} on the I/O pool; false if the client is closing. */
+  boolean runIo(Runnable task) {
+    try {
+      io.execute(task);
+      return true;
+    } catch (RejectedExecutionException e) {
+      return false;
+    }
+  }
+
+  // ---- belief and loss ----
+
+  /**
+   * Until when a TTL of {@code ttlMillis} set by a call sent at {@code sentAt} (nanoTime) is
+   * certainly still running in Redis: Redis counts it from when it ran, which is later, and its
+   * clock may run a little faster than ours, hence 1% and 2 ms less.
+   */
+  static long confirmedUntil(long sentAt, long ttlMillis) {
+    long margin = ttlMillis / 100 + 2;
+    return sentAt + TimeUnit.MILLISECONDS.toNanos(Math.max(0, ttlMillis - margin));
+  }
+
+  /** Arms the timer that declares {@code hold} lost once its confirmed lease has passed. */
+  void watchDeadline(Hold hold) {
+    synchronized (hold) {
+      if (hold.deadlineTask != null || !hold.active() || closed) {
+        return;
+      }
+      long delay = Math.max(0, hold.confirmedUntil() - System.nanoTime());
+      try {
+        hold.deadlineTask = scheduler.schedule(() -> checkDeadline(hold), delay,
+            TimeUnit.NANOSECONDS);
+      } catch (RejectedExecutionException e) {
+        // closing: no more deadlines
+      }
+    }
+  }
+
+  private void checkDeadline(Hold hold) {
+    synchronized (hold) {
+      hold.deadlineTask = null;
+    }
+    if (!hold.active() || holds.get(hold.id) != hold) {
+      return;
+    }
+    if (System.nanoTime() - hold.confirmedUntil() < 0) {
+      watchDeadline(hold); // renewed meanwhile
+      return;
+    }
+    expire(hold);
+  }
+
+  /** The hold's confirmed lease has passed: it is lost, whatever Redis says when it answers. */
+  void expire(Hold hold) {
+    if (hold.watchdog()) {
+      if (lose(hold, "its lease could not be confirmed: no renewal was acknowledged by Redis "
+          + "within the watchdog timeout of " + watchdogMillis + "ms, so another client may "
+          + "hold it now")) {
+        // If Redis still has the field (it was slow, not gone), free the lock for others.
+        owe(hold, new Hold.Cleanup(nextRequestId(), hold.count(), "abandon",
+            giveUpAfter(watchdogMillis)));
+      }
+    } else {
+      lose(hold, "its lease of " + hold.fixedLeaseMillis() + "ms ran out before unlock()");
+    }
+  }
+
+  /**
+   * Marks {@code hold} lost and tells the listeners, once.
+   *
+   * @return whether this call marked it
+   */
+  boolean lose(Hold hold, String reason) {
+    if (hold == null || !hold.lose(reason)) {
+      return false;
+    }
+    cancelDeadline(hold);
+    LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by thread " + hold.threadId
+        + " was lost: " + reason);
+    LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, Instant.now());
+    try {
+      events.execute(() -> deliver(event));
+    } catch (RejectedExecutionException e) {
+      // the client is closed: nobody is listening any more
+    }
+    return true;
+  }
+
+  private void deliver(LockLost event) {
+    for (Consumer<? super LockLost> listener : lostListeners) {
+      try {
+        listener.accept(event);
+      } catch (Throwable t) {
+        // A faulty listener must not stop others from hearing.
+        LOG.log(Level.ERROR, "LockLost listener " + listener + " failed", t);
+      }
+    }
+  }
+
+  /** The final unlock succeeded: forget the hold. */
+  void forget(Hold hold) {
+    holds.remove(hold.id, hold);
+    cancelDeadline(hold);
+    hold.awaitRenewals(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
+  }
+
+  /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */
+  void forgetIfDone(Hold hold) {
+    if (!hold.active() && hold.count() == 0 && hold.cleanup() == null) {
+      holds.remove(hold.id, hold);
+    }
+  }
+
+  private static void cancelDeadline(Hold hold) {
+    synchronized (hold) {
+      if (hold.deadlineTask != null) {
+        hold.deadlineTask.cancel(false);
+        hold.deadlineTask = null;
+      }
+    }
+  }
+
+  // ---- Redis work owed ----
+
+  long giveUpAfter(long leaseMillis) {
+    return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(leaseMillis + 1_000);
+  }
+
+  /** Records Redis work that {@code hold} owes and starts retrying it in the background. */
+  void owe(Hold hold, Hold.Cleanup cleanup) {
+    hold.owe(cleanup);
+    scheduleCleanup(0);
+  }
+
+  private void scheduleCleanup(long delayMillis) {
+    if (closed) {
+      return;
+    }
+    try {
+      scheduler.schedule(() -> {
+        if (cleanupRunning.compareAndSet(false, true) && !runIo(this::cleanupRound)) {
+          cleanupRunning.set(false);
+        }
+      }, delayMillis, TimeUnit.MILLISECONDS);
+    } catch (RejectedExecutionException e) {
+      // closing
+    }
+  }
+
+  private void cleanupRound() {
+    boolean again = false;
+    try {
+      List<Hold> owing = new ArrayList<>();
+      for (Hold h : holds.values()) {
+        if (h.cleanup() != null) {
+          owing.add(h);
+        }
+      }
+      for (Hold h : owing) {
+        Hold.Cleanup c = h.cleanup();
+        if (c == null) {
+          continue;
+        }
+        try {
+          settle(h, c);
+        } catch (RedisUnavailableException e) {
+          if (System.nanoTime() - c.giveUpAt() > 0) {
+            LOG.log(Level.DEBUG, () -> "Giving up cleaning " + h + ": its lease is over");
+            h.settled(c);
+            forgetIfDone(h);
+          } else {
+            again = true;
+          }
+        } catch (RuntimeException e) {
+          LOG.log(Level.WARNING, "Cleaning up " + h + " failed: " + e.getMessage());
+          h.settled(c);
+          forgetIfDone(h);
+        }
+      }
+    } catch (Throwable t) {
+      LOG.log(Level.ERROR, "Unexpected error while settling lock requests", t);
+    } finally {
+      cleanupRunning.set(false);
+    }
+    if (again) {
+      scheduleCleanup(CLEANUP_RETRY_MS);
+    }
+  }
+
+  /**
+   * Settles what {@code hold} owes now, on the calling thread (the holder, before it acquires the
+   * lock again, or the cleanup task).
+   *
+   * @throws RedisUnavailableException if Redis does not answer
+   */
+  void settleNow(Hold hold) {
+    Hold.Cleanup c = hold.cleanup();
+    if (c != null) {
+      settle(hold, c);
+    }
+  }
+
+  private void settle(Hold hold, Hold.Cleanup c) {
+    resolve(hold.names, hold.field, c.requestId(), c.expected(), c.kind());
+    hold.settled(c);
+    forgetIfDone(hold);
+  }
+
+  /**
+   * Runs {@link LockScripts#RESOLVE}.
+   *
+   * @return {count, outcome}
+   */
+  List<?> resolve(LockNames names, String field, String requestId, int expected, String kind) {
+    return (List<?>) topology.eval(LockScripts.RESOLVE,
+        List.of(names.key(), names.markerPrefix() + requestId),
+        List.of(field, Integer.toString(expected), kind, topology.publishCommand(),
+            names.channel(), Long.toString(sealMillis)));
+  }
+
   private void pingSubscribers() {
     try {
       subscriptions.ping();
     } catch (Throwable t) {
       LOG.log(Level.DEBUG, "Subscriber ping failed", t);
-    }
-  }
-
-  private void reportLost(Hold hold, String reason) {
-    LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, Instant.now());
-    LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by thread " + hold.threadId
-        + " was lost: " + reason);
-    for (Consumer<? super LockLost> listener : lostListeners) {
-      try {
-        listener.accept(event);
-      } catch (Throwable t) {
-        // A faulty listener must not stop others from hearing, nor the watchdog from renewing.
-        LOG.log(Level.ERROR, "LockLost listener " + listener + " failed", t);
-      }
     }
   }
 }

@@ -8,17 +8,27 @@ package dev.holdfast.engine;
  * holds the reentry count; the key's expiry is the lease; the last unlock deletes the key and
  * publishes {@code 0} on the lock's channel.
  *
- * <p><b>Idempotence.</b> A script can run twice for one call: the client timed out and retried
- * while the first request was still queued, or a cluster retry followed a lost reply. Acquire and
- * release therefore carry the count this client believes the thread holds, so a replay is
- * recognised by its result already being there, and the final release leaves a short-lived
- * marker keyed by request id, because "already deleted by me" and "lost" look the same otherwise.
- * Redisson's scripts ignore the expected count, so mixing clients never breaks mutual exclusion.
+ * <p><b>The client mirrors the script.</b> Every call carries the hold count the client believes
+ * the thread has ({@code expected}), so a script can tell a fresh acquisition, a re-entry, a
+ * replay of its own request and a hold that is gone apart, and answers which one it saw. A
+ * re-entry whose hold is gone is refused, never turned into a new hold.
+ *
+ * <p><b>Request markers.</b> Each call has a request id, and a marker key per request id (same
+ * slot as the lock, under the key prefix) records outcomes that the count alone cannot prove:
+ * <ul>
+ *   <li>{@code d:<n>} — the request ran and left count {@code n} (written by every final release,
+ *       and by any call sent a second time, a "sealed" call);</li>
+ *   <li>{@code n:<pttl>} — a sealed acquisition ran and found the lock held by someone else;</li>
+ *   <li>{@code x:<n>} — the request was resolved by {@link #RESOLVE}: a copy arriving later (a
+ *       retry queued behind a paused server or a slow network) is refused.</li>
+ * </ul>
+ * The first attempt of a call writes no marker (except a final release), so the common path
+ * costs one extra read of a missing key.
  *
  * <p><b>Order of effects.</b> Redis does not roll back a script that fails halfway, so every call
  * that can be refused (a publish the ACL user may not make, a marker key outside its key
- * patterns) comes before the deletion: a refused release changes nothing. Waiters cannot observe
- * the order inside a script.
+ * patterns) comes before the change to the lock: a refused call changes nothing. Waiters cannot
+ * observe the order inside a script.
  */
 final class LockScripts {
 
@@ -30,49 +40,104 @@ final class LockScripts {
    *
    * <pre>
    * KEYS[1] lock key
-   * ARGV[1] lease in ms
+   * KEYS[2] marker key of this request
+   * ARGV[1] lease in ms the new section needs
    * ARGV[2] hash field of the caller: clientId:threadId
-   * ARGV[3] the hold count the caller believes it has (0 if it thinks it does not hold the lock)
-   * returns {1, count} when the caller now holds the lock with that count,
-   *         {0, pttl}  when someone else holds it (pttl is -1 for a lock without expiry)
+   * ARGV[3] the hold count the caller believes it has (0: it believes it holds nothing)
+   * ARGV[4] '1' to seal (record the outcome in the marker), '0' not to
+   * ARGV[5] how long a marker lives, in ms
+   * returns {1, count, pttl}  the caller holds the lock with that count; the key expires in pttl
+   *         {0, pttl, 0}      someone else holds it (pttl -1: a lock without expiry)
+   *         {-1, 0, 0}        a re-entry whose hold is gone: refused, nothing changed
+   *         {-2, count, 0}    the field's count is not what the caller can have: nothing changed
+   *         {-3, 0, 0}        this request was resolved (cancelled) earlier: nothing changed
    * </pre>
    *
-   * A current count of expected + 1 means this request already ran: it is answered, not applied.
+   * A fresh acquisition that finds the caller's own field with count 1 takes it over: it is this
+   * request's replay or the leftover of an earlier uncertain one of the same thread, which holds
+   * nothing else. A re-entry never shortens the key's expiry below what it was.
    */
   static final LockScript ACQUIRE = new LockScript("acquire", """
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
+        if kind == 'd' then
+          return {1, value, redis.call('pttl', KEYS[1])}
+        elseif kind == 'n' then
+          return {0, value, 0}
+        end
+        return {-3, 0, 0}
+      end
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      if count > 0 and count == tonumber(ARGV[3]) + 1 then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        return {1, count}
+      local pttl
+      if expected == 0 then
+        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+          pttl = redis.call('pttl', KEYS[1])
+          if ARGV[4] == '1' then
+            redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
+          end
+          return {0, pttl, 0}
+        elseif count > 1 then
+          return {-2, count, 0}
+        end
+        if ARGV[4] == '1' then
+          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
+        end
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], lease)
+        return {1, 1, lease}
       end
-      if count > 0 or redis.call('exists', KEYS[1]) == 0 then
+      if count == 0 then
+        return {-1, 0, 0}
+      elseif count ~= expected and count ~= expected + 1 then
+        return {-2, count, 0}
+      end
+      if ARGV[4] == '1' then
+        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
+      end
+      if count == expected then
         count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        return {1, count}
       end
-      return {0, redis.call('pttl', KEYS[1])}
+      pttl = redis.call('pttl', KEYS[1])
+      if pttl >= 0 and pttl < lease then
+        redis.call('pexpire', KEYS[1], lease)
+        pttl = lease
+      end
+      return {1, count, pttl}
       """);
 
   /**
-   * Release one hold.
+   * Release one section of a hold.
    *
    * <pre>
    * KEYS[1] lock key
-   * KEYS[2] release marker key for this request (same slot as the key)
+   * KEYS[2] marker key of this request (same slot as the key)
    * ARGV[1] hash field of the caller: clientId:threadId
-   * ARGV[2] lease in ms to set when holds remain
+   * ARGV[2] lease in ms that the sections still open need; '0' when their lease is over, so the
+   *         hold ends now whatever its count
    * ARGV[3] the hold count the caller believes it has
    * ARGV[4] 'publish' or 'spublish'
-   * ARGV[5] how long the release marker lives, in ms
+   * ARGV[5] how long a marker lives, in ms
    * ARGV[6] unlock channel (same slot as the key; an argument, not a key, so that ACL key
    *         patterns need not cover it — '&' channel patterns do)
+   * ARGV[7] '1' to seal, '0' not to
    * returns the count left: 0 when the lock was deleted (and a waiter woken),
-   *         -1 when the caller does not hold the lock
+   *         -1 when the caller does not hold the lock,
+   *         -2 when the field's count is not what the caller can have (nothing changed)
    * </pre>
+   *
+   * A count of expected - 1 means this request already ran: it is answered, not applied. The
+   * final release always leaves a marker, because "deleted by me" and "lost" look alike.
    */
   static final LockScript RELEASE = new LockScript("release", """
-      if redis.call('exists', KEYS[2]) == 1 then
-        return 0
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        if string.sub(marker, 1, 1) == 'd' then
+          return tonumber(string.sub(marker, 3))
+        end
+        return -2
       end
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
       if count == 0 then
@@ -80,17 +145,77 @@ final class LockScripts {
       end
       local expected = tonumber(ARGV[3])
       if count == expected - 1 then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
+        end
         return count
+      elseif count ~= expected then
+        return -2
       end
-      if count > 1 then
+      if count > 1 and ARGV[2] ~= '0' then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+        end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
       redis.call(ARGV[4], ARGV[6], '0')
-      redis.call('set', KEYS[2], '1', 'px', ARGV[5])
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
       redis.call('del', KEYS[1])
       return 0
+      """);
+
+  /**
+   * Settle a request whose reply never came: record that it is resolved (so a copy arriving later
+   * is refused), undo it if it was an acquisition that ran, and say what the hold is now.
+   *
+   * <pre>
+   * KEYS[1] lock key
+   * KEYS[2] marker key of the request to settle
+   * ARGV[1] hash field of the caller
+   * ARGV[2] the hold count the caller had before the request
+   * ARGV[3] 'acquire': undo it if it ran (a fresh acquisition's field is removed whatever its
+   *                    count: the thread holds nothing else);
+   *         'release': keep whatever it did, only report it;
+   *         'abandon': the hold is given up: remove the caller's field
+   * ARGV[4] 'publish' or 'spublish'
+   * ARGV[5] unlock channel
+   * ARGV[6] how long the marker lives, in ms
+   * returns {count, outcome}: the caller's count after settling, and 'd' if the request is known
+   *         to have run (its marker said so), 'x' if it was settled before, '' otherwise
+   * </pre>
+   */
+  static final LockScript RESOLVE = new LockScript("resolve", """
+      local marker = redis.call('get', KEYS[2])
+      if marker and string.sub(marker, 1, 1) == 'x' then
+        return {tonumber(string.sub(marker, 3)), 'x'}
+      end
+      local outcome = ''
+      if marker and string.sub(marker, 1, 1) == 'd' then
+        outcome = 'd'
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local expected = tonumber(ARGV[2])
+      local target = count
+      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
+        target = 0
+      elseif ARGV[3] == 'acquire' and count == expected + 1 then
+        target = expected
+      end
+      local last = target == 0 and count > 0 and redis.call('hlen', KEYS[1]) <= 1
+      if last then
+        redis.call(ARGV[4], ARGV[5], '0')
+      end
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      if last then
+        redis.call('del', KEYS[1])
+      elseif target == 0 and count > 0 then
+        redis.call('hdel', KEYS[1], ARGV[1])
+      elseif target ~= count then
+        redis.call('hset', KEYS[1], ARGV[1], target)
+      end
+      return {target, outcome}
       """);
 
   /**

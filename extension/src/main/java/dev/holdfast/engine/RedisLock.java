@@ -2,18 +2,31 @@ package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
+import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
+import java.util.function.Supplier;
 import redis.clients.jedis.exceptions.JedisException;
 
 /**
  * A {@link DistributedLock} handle: the lock's names and its engine, nothing else. All state lives
  * in Redis and in the engine's hold registry, so handles are interchangeable.
+ *
+ * <p><b>How a call stays exact.</b> Every acquisition and release carries the count the client
+ * believes the thread holds, and the script answers what it found; the hold registry changes only
+ * on such an answer. A call that gets no answer is <em>uncertain</em>: an acquisition re-sends
+ * the same request (sealed, so no copy can apply twice) while it may keep trying, and otherwise
+ * settles it with {@link LockScripts#RESOLVE} — undone if it ran — before it returns; if even that
+ * cannot reach Redis, a re-entry's hold is declared lost and the settling goes on in the
+ * background. An unlock that gets no answer is re-sent by the next unlock of that hold, and
+ * settled first by a re-entry. Nothing uncertain is ever left for the watchdog to renew.
  */
 final class RedisLock implements DistributedLock {
-  /** Returned by {@link #tryAcquire} when the lock was acquired. */
+  /** The longest lease accepted: Redis and the local deadline arithmetic stay far from overflow. */
+  static final long MAX_LEASE_MILLIS = Duration.ofDays(365).toMillis();
+  /** Returned by {@link Attempt#tryOnce} when the lock was acquired. */
   private static final long ACQUIRED = Long.MIN_VALUE;
   /** Park bound while our subscription is not confirmed: unlock messages might not reach us. */
   private static final long UNSUBSCRIBED_PARK_MS = 100;
@@ -21,17 +34,15 @@ final class RedisLock implements DistributedLock {
   private static final long NO_EXPIRY_PARK_MS = 1_000;
   /** Retry interval while Redis cannot be reached during a wait. */
   private static final long OUTAGE_RETRY_MS = 200;
-  private static final long WATCHDOG = -1;
+  private static final long WATCHDOG = Hold.WATCHDOG;
   private static final long FOREVER = -1;
 
   private final LockEngine engine;
   private final LockNames names;
-  private final List<String> keyList;
 
   RedisLock(LockEngine engine, LockNames names) {
     this.engine = engine;
     this.names = names;
-    this.keyList = List.of(names.key());
   }
 
   @Override
@@ -61,7 +72,11 @@ final class RedisLock implements DistributedLock {
 
   @Override
   public boolean tryLock() {
-    return tryAcquire(Thread.currentThread().getId(), WATCHDOG) == ACQUIRED;
+    try {
+      return acquire(0, WATCHDOG, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("a call that does not wait was interrupted", e);
+    }
   }
 
   @Override
@@ -72,7 +87,8 @@ final class RedisLock implements DistributedLock {
   @Override
   public boolean tryLock(long waitTime, long leaseTime, TimeUnit unit)
       throws InterruptedException {
-    return acquire(waitNanos(waitTime, unit), leaseMillis(leaseTime, unit), true);
+    long lease = leaseMillis(leaseTime, unit);
+    return acquire(waitNanos(waitTime, unit), lease, true);
   }
 
   private void acquireUninterruptibly(long leaseMillis) {
@@ -84,9 +100,11 @@ final class RedisLock implements DistributedLock {
   }
 
   /**
-   * The acquisition loop: try; if someone else holds the lock, join the lock's wait entry, try
-   * again (the unlock may have come before we subscribed), then park until an unlock message,
-   * the holder's lease or our deadline, whichever comes first, and retry.
+   * The acquisition loop: try; if someone else holds the lock and there is time left, join the
+   * lock's wait entry, try again (the unlock may have come before we subscribed), then park until
+   * an unlock message, the holder's lease or our deadline, whichever comes first, and retry.
+   * A call that waits rides out a Redis outage, from its first attempt on, for up to one
+   * watchdog timeout (and never beyond its own wait).
    *
    * @param waitNanos {@link #FOREVER}, 0 for no waiting, else the most to wait
    */
@@ -95,30 +113,24 @@ final class RedisLock implements DistributedLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
-    long threadId = Thread.currentThread().getId();
-    long pttl = tryAcquire(threadId, leaseMillis);
-    if (pttl == ACQUIRED) {
-      return true;
-    }
-    if (waitNanos == 0) {
-      return false;
-    }
-    long deadline = System.nanoTime() + waitNanos;
-    WaitEntry entry = engine.subscriptions().join(names.channel());
+    checkOpen();
+    long start = System.nanoTime();
+    Attempt attempt = new Attempt(Thread.currentThread().getId(), leaseMillis);
+    WaitEntry entry = null;
     boolean acquired = false;
     boolean interrupted = false;
     try {
       long failingSince = 0;
       while (true) {
+        long pttl;
         try {
-          pttl = tryAcquire(threadId, leaseMillis);
+          pttl = attempt.tryOnce();
           failingSince = 0;
-        } catch (LockException e) {
-          // A waiter rides out a short outage (a restart, a failover) instead of failing; once
-          // it lasts a whole watchdog timeout, every lock is presumed lost and so is the wait.
+        } catch (RedisUnavailableException e) {
           long now = System.nanoTime();
           failingSince = failingSince == 0 ? now : failingSince;
-          if (now - failingSince > TimeUnit.MILLISECONDS.toNanos(engine.watchdogMillis())) {
+          if (waitNanos == 0 || now - failingSince > millisToNanos(engine.watchdogMillis())
+              || (waitNanos != FOREVER && now - start >= waitNanos)) {
             throw e;
           }
           pttl = OUTAGE_RETRY_MS;
@@ -128,29 +140,40 @@ final class RedisLock implements DistributedLock {
           return true;
         }
         long remaining = waitNanos == FOREVER ? Long.MAX_VALUE
-            : TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime() + 999_999);
+            : waitNanos - (System.nanoTime() - start);
         if (remaining <= 0) {
           return false;
         }
-        long park = Math.min(remaining, pttl >= 0 ? Math.max(1, pttl) : NO_EXPIRY_PARK_MS);
-        if (!entry.subscribed()) {
-          park = Math.min(park, UNSUBSCRIBED_PARK_MS);
+        if (entry == null && failingSince == 0) {
+          entry = engine.subscriptions().join(names.channel());
+          continue;
+        }
+        long park = Math.min(ceilMillis(remaining), pttl >= 0 ? Math.max(1, pttl)
+            : NO_EXPIRY_PARK_MS);
+        if (entry == null || !entry.subscribed()) {
+          park = Math.min(park, failingSince != 0 ? OUTAGE_RETRY_MS : UNSUBSCRIBED_PARK_MS);
         }
         try {
-          entry.await(park);
+          if (entry != null) {
+            entry.await(park);
+          } else {
+            Thread.sleep(park);
+          }
         } catch (InterruptedException e) {
           if (interruptible) {
             throw e;
           }
           interrupted = true;
         }
-        if (engine.closed()) {
-          throw new IllegalStateException("The lock client was closed while waiting for lock '"
-              + names.name() + "'");
-        }
+        checkOpen();
       }
     } finally {
-      engine.subscriptions().leave(entry, acquired);
+      if (entry != null) {
+        engine.subscriptions().leave(entry, acquired);
+      }
+      if (!acquired) {
+        attempt.settle();
+      }
       if (interrupted) {
         Thread.currentThread().interrupt();
       }
@@ -158,111 +181,305 @@ final class RedisLock implements DistributedLock {
   }
 
   /**
-   * One run of the acquire script.
-   *
-   * @return {@link #ACQUIRED}, or the holder's remaining lease in ms (-1: no expiry)
+   * One acquisition call of one thread: the request it has in flight, if any, and how to settle
+   * it if the call ends without an answer.
    */
-  private long tryAcquire(long threadId, long leaseMillis) {
-    checkOpen();
-    Hold.Id id = new Hold.Id(names.key(), threadId);
-    Hold known = engine.holds().get(id);
-    int expected = known == null || known.lostReason() != null ? 0 : known.count();
-    long lease = leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
-    String field = field(threadId);
-    List<?> reply;
-    try {
-      reply = (List<?>) engine.topology().eval(LockScripts.ACQUIRE, keyList,
-          List.of(Long.toString(lease), field, Integer.toString(expected)));
-    } catch (LockException e) {
-      undoUncertainAcquire(threadId, expected);
-      throw e;
+  private final class Attempt {
+    private final long threadId;
+    private final long leaseMillis;
+    private final Hold.Id id;
+    private final String field;
+    /** The request being tried; kept until answered, so that re-sends are the same request. */
+    private String requestId;
+    private int requestExpected;
+    /** Whether {@link #requestId} was sent and never answered. */
+    private boolean uncertain;
+
+    Attempt(long threadId, long leaseMillis) {
+      this.threadId = threadId;
+      this.leaseMillis = leaseMillis;
+      this.id = new Hold.Id(names.key(), threadId);
+      this.field = engine.fieldOf(threadId);
     }
-    long value = ((Number) reply.get(1)).longValue();
-    if (((Number) reply.get(0)).longValue() == 0) {
-      return value;
-    }
-    int count = Math.toIntExact(value);
-    engine.holds().compute(id, (key, hold) -> {
-      Hold h = hold == null || hold.lostReason() != null
-          ? new Hold(names, threadId, field) : hold;
-      h.count(count);
-      h.leased(lease);
-      if (leaseMillis == WATCHDOG) {
-        h.useWatchdog();
+
+    /**
+     * One run of the acquire script (after settling what this thread's hold owes).
+     *
+     * @return {@link #ACQUIRED}, or the holder's remaining lease in ms (-1: no expiry)
+     * @throws RedisUnavailableException if Redis did not answer
+     * @throws LockException if this thread's hold was lost and this was a re-entry
+     */
+    long tryOnce() {
+      checkOpen();
+      Hold hold = engine.holds().get(id);
+      long now = System.nanoTime();
+      if (hold != null && !hold.active()) {
+        if (hold.count() > 0) {
+          throw lostBeforeReentry(hold);
+        }
+        engine.settleNow(hold);
+        engine.holds().remove(id, hold);
+        hold = null;
+      } else if (hold != null && !hold.believedAt(now)) {
+        engine.expire(hold);
+        throw lostBeforeReentry(hold);
+      } else if (hold != null && hold.pendingRelease() != null) {
+        hold = settlePendingRelease(hold);
       }
-      return h;
-    });
-    return ACQUIRED;
+      int expected = hold == null ? 0 : hold.count();
+      boolean resend = requestId != null && uncertain && requestExpected == expected;
+      if (!resend) {
+        requestId = engine.nextRequestId();
+        requestExpected = expected;
+      }
+      long lease = leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
+      String request = requestId;
+      List<?> reply;
+      long sentAt = System.nanoTime();
+      if (hold != null) {
+        hold.beginCall();
+      }
+      try {
+        reply = (List<?>) engine.topology().eval(LockScripts.ACQUIRE,
+            List.of(names.key(), names.markerPrefix() + request),
+            sealed -> List.of(Long.toString(lease), field, Integer.toString(expected),
+                sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed))),
+            resend);
+        uncertain = false;
+      } catch (RedisUnavailableException e) {
+        uncertain = true;
+        throw e;
+      } finally {
+        if (hold != null) {
+          hold.endCall();
+        }
+      }
+      long status = number(reply.get(0));
+      long value = number(reply.get(1));
+      if (status == 0) {
+        return value;
+      }
+      if (status == 1 && value == expected + 1) {
+        return opened(hold, expected, lease, sentAt, number(reply.get(2)));
+      }
+      if (status == -1 && hold != null) {
+        engine.lose(hold, "a re-entry found the lock no longer held by this thread: it expired, "
+            + "was force-unlocked, or was lost in a Redis restart or failover");
+        throw lostBeforeReentry(hold);
+      }
+      // Redis has a count for this thread that none of its calls can explain (or a request
+      // settled earlier answered): give up whatever Redis holds under this thread's name.
+      String reason = "Redis has hold count " + value + " for this thread where the client "
+          + "expected " + expected + " (status " + status + ")";
+      if (hold == null) {
+        engine.holds().putIfAbsent(id, Hold.owing(names, threadId, field,
+            new Hold.Cleanup(engine.nextRequestId(), 0, "abandon",
+                engine.giveUpAfter(engine.watchdogMillis()))));
+        throw new LockException("Lock '" + names.name() + "' was not acquired: " + reason
+            + "; the stale hold is being removed");
+      }
+      if (engine.lose(hold, reason)) {
+        engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
+            engine.giveUpAfter(engine.watchdogMillis())));
+      }
+      throw lostBeforeReentry(hold);
+    }
+
+    private long opened(Hold hold, int expected, long lease, long sentAt, long pttl) {
+      Hold h = hold;
+      if (h == null) {
+        h = new Hold(names, threadId, field);
+        Hold previous = engine.holds().putIfAbsent(id, h);
+        if (previous != null) {
+          throw new IllegalStateException("Hold registry changed under thread " + threadId);
+        }
+      } else if (!h.active()) {
+        // Its deadline passed while the re-entry was in flight: the hold stays lost, and the
+        // count the re-entry added must go too.
+        engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), expected + 1, "abandon",
+            engine.giveUpAfter(lease)));
+        throw lostBeforeReentry(h);
+      }
+      long ttl = pttl > 0 ? pttl : lease;
+      h.opened(new Hold.Section(leaseMillis == WATCHDOG, lease,
+          sentAt + millisToNanos(lease)), LockEngine.confirmedUntil(sentAt, ttl));
+      engine.watchDeadline(h);
+      return ACQUIRED;
+    }
+
+    /**
+     * The call ends without the lock: settle a request that got no answer, so that whatever it
+     * did is undone and a delayed copy of it can never apply.
+     */
+    void settle() {
+      if (!uncertain || engine.closed()) {
+        return;
+      }
+      uncertain = false;
+      Hold hold = engine.holds().get(id);
+      int expected = requestExpected;
+      if (hold != null && (!hold.active() || hold.count() != expected)) {
+        hold = expected > 0 ? hold : null;
+      }
+      try {
+        List<?> reply = engine.resolve(names, field, requestId, expected, "acquire");
+        long count = number(reply.get(0));
+        if (expected > 0 && count != expected) {
+          engine.lose(hold, count == 0
+              ? "a re-entry found the lock no longer held by this thread while Redis was "
+                  + "unreachable"
+              : "Redis has hold count " + count + " for this thread where the client expected "
+                  + expected);
+        }
+      } catch (RuntimeException e) {
+        long giveUp = engine.giveUpAfter(Math.max(engine.watchdogMillis(),
+            leaseMillis == WATCHDOG ? 0 : leaseMillis));
+        Hold.Cleanup undo = new Hold.Cleanup(requestId, expected, expected > 0 ? "abandon"
+            : "acquire", giveUp);
+        if (expected > 0 && hold != null) {
+          engine.lose(hold, "the outcome of a re-entry could not be confirmed while Redis was "
+              + "unreachable, so the hold is given up");
+          engine.owe(hold, undo);
+        } else if (expected == 0) {
+          Hold owing = Hold.owing(names, threadId, field, undo);
+          if (engine.holds().putIfAbsent(id, owing) == null) {
+            engine.owe(owing, undo);
+          }
+        }
+      }
+    }
+
+    /**
+     * An earlier unlock of this hold got no answer. Find out whether it ran, and make sure a
+     * delayed copy never runs later; the hold then reflects it.
+     *
+     * @return the hold, or null if that unlock was its last
+     */
+    private Hold settlePendingRelease(Hold hold) {
+      Hold.Pending p = hold.pendingRelease();
+      List<?> reply = engine.resolve(names, field, p.requestId(), p.expected(), "release");
+      long count = number(reply.get(0));
+      boolean ran = "d".equals(text(reply.get(1))) || (count == p.expected() - 1 && count > 0);
+      hold.pendingRelease(null);
+      if (ran && count == 0) {
+        hold.closeNewest();
+        if (p.expected() == 1) {
+          engine.forget(hold);
+          return null;
+        }
+        engine.lose(hold, "its lease ran out while an inner section held it; the lock was "
+            + "released at the inner unlock()");
+        throw lostBeforeReentry(hold);
+      }
+      if (ran) {
+        hold.closeNewest();
+        if (p.leaseMillis() > 0) {
+          hold.confirm(LockEngine.confirmedUntil(p.sentAt(), p.leaseMillis()));
+        }
+        return hold;
+      }
+      if (count == p.expected()) {
+        return hold; // it never ran, and now never will: the section is still open
+      }
+      engine.lose(hold, count == 0
+          ? "the lock was no longer held by this thread when its unlock() was settled"
+          : "Redis has hold count " + count + " for this thread where the client expected "
+              + p.expected());
+      throw lostBeforeReentry(hold);
+    }
   }
 
-  /**
-   * The acquire failed without an answer, so it may still have run. Take back the hold it may
-   * have added; the release script leaves the lock alone if it did not.
-   */
-  private void undoUncertainAcquire(long threadId, int expected) {
-    try {
-      release(threadId, expected + 1, engine.watchdogMillis());
-    } catch (RuntimeException e) {
-      // Redis is unreachable: a hold it may have added expires with its lease, and the next
-      // acquisition by this thread recognises it by its count.
-    }
+  private LockException lostBeforeReentry(Hold hold) {
+    return new LockException("Lock '" + names.name() + "' was lost by " + thread()
+        + " before this re-entry: " + hold.lostReason() + ". Nothing was acquired; unlock() "
+        + "the open sections (each reports the loss) before acquiring it again");
   }
 
   @Override
   public void unlock() {
     checkOpen();
-    long threadId = Thread.currentThread().getId();
-    Hold.Id id = new Hold.Id(names.key(), threadId);
+    Hold.Id id = new Hold.Id(names.key(), Thread.currentThread().getId());
     Hold hold = engine.holds().get(id);
-    int expected = hold == null ? 0 : hold.count();
-    long lease = hold == null ? engine.watchdogMillis() : hold.leaseMillis();
+    if (hold == null || hold.count() == 0) {
+      throw new IllegalMonitorStateException("Lock '" + names.name() + "' is not held by "
+          + thread());
+    }
+    long now = System.nanoTime();
+    if (hold.active() && !hold.believedAt(now)) {
+      engine.expire(hold);
+    }
+    if (!hold.active()) {
+      throw closeLost(hold);
+    }
+    int expected = hold.count();
+    Hold.Pending pending = hold.pendingRelease();
+    boolean resend = pending != null && pending.expected() == expected;
+    String requestId = resend ? pending.requestId() : engine.nextRequestId();
+    long lease = resend ? pending.leaseMillis() : expected == 1 ? WATCHDOG
+        : hold.leaseAfterNewest(now);
+    long ttl = lease == WATCHDOG ? engine.watchdogMillis() : lease;
+    long sentAt = resend ? pending.sentAt() : now;
     long left;
-    if (hold != null) {
-      hold.releasing(true);
-    }
+    hold.beginCall();
     try {
-      left = release(threadId, expected, lease);
+      left = number(engine.topology().eval(LockScripts.RELEASE,
+          List.of(names.key(), names.markerPrefix() + requestId),
+          sealed -> List.of(hold.field, Long.toString(ttl), Integer.toString(expected),
+              engine.topology().publishCommand(), Long.toString(engine.markerMillis(sealed)),
+              names.channel(), sealed ? "1" : "0"),
+          resend));
+    } catch (RedisUnavailableException e) {
+      hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      throw e;
     } finally {
-      if (hold != null) {
-        hold.releasing(false);
-      }
+      hold.endCall();
     }
-    if (left > 0) {
-      if (hold != null) {
-        hold.count(Math.toIntExact(left));
+    hold.pendingRelease(null);
+    if (left == 0 && expected == 1) {
+      engine.forget(hold);
+      if (!hold.active()) {
+        // Its deadline passed while the release was in flight; the release still removed it.
+        throw new IllegalMonitorStateException(lostMessage(hold));
       }
       return;
     }
-    if (hold != null) {
-      engine.holds().remove(id, hold);
+    if (!hold.active()) {
+      throw closeLost(hold);
     }
-    if (left < 0) {
-      throw notHeld(hold);
+    if (left == expected - 1 && left > 0) {
+      hold.closeNewest();
+      hold.confirm(LockEngine.confirmedUntil(sentAt, ttl));
+      return;
     }
+    if (left == 0) {
+      // The sections still open had no lease left: this unlock ended the hold.
+      hold.closeNewest();
+      engine.lose(hold, "its lease of " + hold.fixedLeaseMillis() + "ms ran out while an inner "
+          + "section held it; the lock was released at the inner unlock()");
+      return;
+    }
+    if (left == -1) {
+      engine.lose(hold, "unlock() found the lock no longer held by this thread: it expired, was "
+          + "force-unlocked, or was lost in a Redis restart or failover");
+    } else if (engine.lose(hold, "Redis has another hold count for this thread than the "
+        + expected + " the client expected")) {
+      engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
+          engine.giveUpAfter(engine.watchdogMillis())));
+    }
+    throw closeLost(hold);
   }
 
-  private long release(long threadId, int expected, long lease) {
-    Object reply = engine.topology().eval(LockScripts.RELEASE,
-        List.of(names.key(), names.markerPrefix() + engine.nextRequestId()),
-        List.of(field(threadId), Long.toString(lease), Integer.toString(expected),
-            engine.topology().publishCommand(), Long.toString(engine.markerMillis()),
-            names.channel()));
-    return ((Number) reply).longValue();
+  /** An unlock of a lost hold: closes the section locally and says why it was lost. */
+  private IllegalMonitorStateException closeLost(Hold hold) {
+    String message = lostMessage(hold);
+    hold.closeNewest();
+    engine.forgetIfDone(hold);
+    return new IllegalMonitorStateException(message);
   }
 
-  private IllegalMonitorStateException notHeld(Hold hold) {
-    String thread = "thread " + Thread.currentThread().getName() + " (id "
-        + Thread.currentThread().getId() + ")";
-    if (hold == null) {
-      return new IllegalMonitorStateException(
-          "Lock '" + names.name() + "' is not held by " + thread);
-    }
-    if (hold.lostReason() != null) {
-      return new IllegalMonitorStateException("Lock '" + names.name() + "' was lost by " + thread
-          + " before unlock: " + hold.lostReason());
-    }
-    return new IllegalMonitorStateException("Lock '" + names.name() + "' is no longer held by "
-        + thread + ": its lease of " + hold.leaseMillis() + "ms expired or it was force-unlocked");
+  private String lostMessage(Hold hold) {
+    return "Lock '" + names.name() + "' was lost by " + thread() + " before unlock(): "
+        + hold.lostReason();
   }
 
   @Override
@@ -273,9 +490,17 @@ final class RedisLock implements DistributedLock {
   @Override
   public boolean forceUnlock() {
     checkOpen();
-    Object reply = engine.topology().eval(LockScripts.FORCE_RELEASE, keyList,
+    Object reply = engine.topology().eval(LockScripts.FORCE_RELEASE, List.of(names.key()),
         List.of(engine.topology().publishCommand(), names.channel()));
-    return ((Number) reply).longValue() == 1;
+    boolean deleted = number(reply) == 1;
+    if (deleted) {
+      for (Hold h : engine.holds().values()) {
+        if (h.names.key().equals(names.key()) && h.count() > 0) {
+          engine.lose(h, "forceUnlock() was called on this client");
+        }
+      }
+    }
+    return deleted;
   }
 
   @Override
@@ -290,14 +515,35 @@ final class RedisLock implements DistributedLock {
 
   @Override
   public boolean isHeldByThread(long threadId) {
-    return query(() -> engine.topology().commands().hexists(names.key(), field(threadId)));
+    if (!believed(threadId)) {
+      return false;
+    }
+    return query(() -> engine.topology().commands().hexists(names.key(),
+        engine.fieldOf(threadId)));
   }
 
   @Override
   public int getHoldCount() {
+    long threadId = Thread.currentThread().getId();
+    if (!believed(threadId)) {
+      return 0;
+    }
     String count = query(() -> engine.topology().commands()
-        .hget(names.key(), field(Thread.currentThread().getId())));
+        .hget(names.key(), engine.fieldOf(threadId)));
     return count == null ? 0 : Integer.parseInt(count);
+  }
+
+  /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
+  private boolean believed(long threadId) {
+    checkOpen();
+    Hold hold = engine.holds().get(new Hold.Id(names.key(), threadId));
+    if (hold == null || hold.count() == 0) {
+      return false;
+    }
+    if (hold.active() && !hold.believedAt(System.nanoTime())) {
+      engine.expire(hold);
+    }
+    return hold.active();
   }
 
   @Override
@@ -305,7 +551,7 @@ final class RedisLock implements DistributedLock {
     return query(() -> engine.topology().commands().pttl(names.key()));
   }
 
-  private <T> T query(java.util.function.Supplier<T> command) {
+  private <T> T query(Supplier<T> command) {
     checkOpen();
     try {
       return command.get();
@@ -315,8 +561,9 @@ final class RedisLock implements DistributedLock {
     }
   }
 
-  private String field(long threadId) {
-    return engine.fieldOf(threadId);
+  private static String thread() {
+    Thread t = Thread.currentThread();
+    return "thread " + t.getName() + " (id " + t.getId() + ")";
   }
 
   private void checkOpen() {
@@ -325,18 +572,41 @@ final class RedisLock implements DistributedLock {
     }
   }
 
-  private static long leaseMillis(long leaseTime, TimeUnit unit) {
+  private static long number(Object o) {
+    return ((Number) o).longValue();
+  }
+
+  private static String text(Object o) {
+    return o instanceof byte[] b ? new String(b, java.nio.charset.StandardCharsets.UTF_8)
+        : String.valueOf(o);
+  }
+
+  static long leaseMillis(long leaseTime, TimeUnit unit) {
     Objects.requireNonNull(unit, "unit");
-    if (leaseTime <= 0) {
-      throw new IllegalArgumentException("leaseTime must be positive, but was " + leaseTime
-          + " " + unit + "; use the methods without a lease for a watchdog-renewed lock");
+    long millis = unit.toMillis(leaseTime);
+    if (leaseTime <= 0 || millis > MAX_LEASE_MILLIS) {
+      throw new IllegalArgumentException("leaseTime must be between 1 ms and "
+          + MAX_LEASE_MILLIS + " ms (365 days), but was " + leaseTime + " " + unit
+          + (leaseTime <= 0 ? "; use the methods without a lease for a watchdog-renewed lock"
+              : ""));
     }
-    return Math.max(1, unit.toMillis(leaseTime));
+    // Round sub-millisecond leases up: Redis counts in milliseconds.
+    return unit.convert(millis, TimeUnit.MILLISECONDS) < leaseTime ? millis + 1 : millis;
   }
 
   private static long waitNanos(long waitTime, TimeUnit unit) {
     Objects.requireNonNull(unit, "unit");
-    return waitTime <= 0 ? 0 : unit.toNanos(waitTime);
+    return waitTime <= 0 ? 0 : unit.toNanos(waitTime); // saturates at Long.MAX_VALUE
+  }
+
+  private static long millisToNanos(long millis) {
+    return TimeUnit.MILLISECONDS.toNanos(millis); // saturates
+  }
+
+  /** Whole milliseconds covering {@code nanos}, without overflow. */
+  private static long ceilMillis(long nanos) {
+    long millis = TimeUnit.NANOSECONDS.toMillis(nanos);
+    return TimeUnit.MILLISECONDS.toNanos(millis) < nanos ? millis + 1 : millis;
   }
 
   @Override

@@ -7,6 +7,7 @@ import java.time.Duration;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import redis.clients.jedis.Connection;
@@ -129,46 +130,78 @@ abstract class RedisTopology implements AutoCloseable {
     return "all";
   }
 
+  /** The node serving {@code key}, from cached topology (no I/O): renewals run per node. */
+  Object renewalNode(String key) {
+    return "all";
+  }
+
   /** Configuration for a subscriber's dedicated connection (RESP2, not from the pool). */
   final JedisClientConfig subscriberConfig() {
     return subscriberConfig;
   }
 
+  /** Runs a call that is never re-sent with different arguments (renewals, force-unlock). */
+  final Object eval(LockScript script, List<String> keys, List<String> args) {
+    return eval(script, keys, sealed -> args, false);
+  }
+
   /**
    * Runs a script with {@code EVALSHA}, loading it with {@code EVAL} when the server does not
-   * know it (restart, failover, {@code SCRIPT FLUSH}). Connection failures are retried with the
-   * same arguments, which the scripts make safe.
+   * know it (restart, failover, {@code SCRIPT FLUSH}). Connection failures are retried; every
+   * attempt after the first is <em>sealed</em> ({@code args.apply(true)}), so that the script
+   * records its outcome and a delayed copy of an earlier attempt cannot apply twice.
    *
-   * @throws LockException when every attempt failed
+   * @param sealFirst whether the first attempt is sealed too (the request was sent before)
+   * @throws RedisUnavailableException when no attempt got an answer: the call may have run
+   * @throws LockException when Redis answered with an error
    */
-  final Object eval(LockScript script, List<String> keys, List<String> args) {
+  final Object eval(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
+      boolean sealFirst) {
     JedisException last = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
     for (int attempt = 1; attempt <= attemptsHere(); attempt++) {
+      List<String> arguments = args.apply(sealFirst || attempt > 1);
       try {
         try {
-          return commands().evalsha(script.sha1(), keys, args);
+          return commands().evalsha(script.sha1(), keys, arguments);
         } catch (JedisNoScriptException e) {
-          return commands().eval(script.source(), keys, args);
+          return commands().eval(script.source(), keys, arguments);
         }
       } catch (JedisConnectionException e) {
         last = e;
-        if (System.nanoTime() > deadline) {
+        if (System.nanoTime() - deadline > 0) {
           break;
         }
       } catch (JedisException e) {
-        last = e;
-        break;
+        if (unanswered(e)) {
+          last = e;
+          continue;
+        }
+        throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
+            + ": " + explain(e.getMessage()), e);
       }
     }
-    String message = last.getMessage();
+    throw new RedisUnavailableException("Redis did not answer the " + script.name()
+        + " script on key " + keys.get(0) + ": " + explain(last.getMessage()), last);
+  }
+
+  /** Failures that say nothing about whether the command ran (cluster retries exhausted). */
+  private static boolean unanswered(JedisException e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof JedisConnectionException) {
+        return true;
+      }
+    }
+    return e.getClass().getSimpleName().startsWith("JedisCluster");
+  }
+
+  private static String explain(String message) {
     if (message != null && (message.contains("NOPERM")
         || message.contains("can't publish") || message.contains("No permissions"))) {
-      message += " (the Redis ACL user needs the lock keys and the unlock channels: "
+      return message + " (the Redis ACL user needs the lock keys and the unlock channels: "
           + "'~<holdfast.key-prefix>*' (or '~*') and '&redisson_lock__channel:*')";
     }
-    throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
-        + ": " + message, last);
+    return message;
   }
 
   /** The cluster client retries by itself; the others get our own retries. */
@@ -306,6 +339,12 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     Object renewalGroup(String key) {
       return JedisClusterCRC16.getSlot(key);
+    }
+
+    @Override
+    Object renewalNode(String key) {
+      HostAndPort node = provider.getNode(JedisClusterCRC16.getSlot(key));
+      return node == null ? "unknown" : node;
     }
 
     @Override

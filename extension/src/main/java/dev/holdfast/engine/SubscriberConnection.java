@@ -87,6 +87,11 @@ final class SubscriberConnection {
         sent.addAll(add);
         add.forEach(c -> pending.merge(c, 1, Integer::sum));
       }
+      for (String channel : desired) {
+        if (!add.contains(channel) && !pending.containsKey(channel)) {
+          owner.alreadySubscribed(node, channel);
+        }
+      }
     } catch (RuntimeException e) {
       // The reader notices the broken socket too and reconnects; nothing is lost meanwhile
       // because waiters are bounded by the lease.

@@ -103,6 +103,18 @@ final class UnlockSubscriptions implements AutoCloseable {
     }
   }
 
+  /**
+   * {@code channel} is confirmed on {@code node} already (an entry made anew while the channel's
+   * last waiter was leaving, before its unsubscribe was sent): unlock messages reach it now.
+   */
+  synchronized void alreadySubscribed(HostAndPort node, String channel) {
+    WaitEntry e = entries.get(channel);
+    if (e != null && e.node.equals(node) && !e.subscribed()) {
+      e.subscribed(true);
+      e.wakeAll();
+    }
+  }
+
   /** The server confirmed {@code channel}: waiters re-poll, as unlocks may have been missed. */
   synchronized void onSubscribed(HostAndPort node, String channel) {
     WaitEntry e = entries.get(channel);
@@ -192,7 +204,7 @@ final class UnlockSubscriptions implements AutoCloseable {
       closed = true;
       all = new ArrayList<>(connections.values());
       connections.clear();
-      entries.values().forEach(WaitEntry::wakeAll);
+      entries.values().forEach(WaitEntry::close);
     }
     all.forEach(SubscriberConnection::close);
   }

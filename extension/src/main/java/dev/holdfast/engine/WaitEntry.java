@@ -17,6 +17,7 @@ final class WaitEntry {
   /** Guarded by the owning {@link UnlockSubscriptions}. */
   HostAndPort node;
   private volatile boolean subscribed;
+  private volatile boolean closed;
 
   WaitEntry(String channel, HostAndPort node) {
     this.channel = channel;
@@ -38,14 +39,25 @@ final class WaitEntry {
    * @return whether a wake-up arrived
    */
   boolean await(long millis) throws InterruptedException {
-    return wakeups.tryAcquire(millis, TimeUnit.MILLISECONDS);
+    return closed || wakeups.tryAcquire(millis, TimeUnit.MILLISECONDS);
   }
 
   void wakeOne() {
     wakeups.release();
   }
 
+  /**
+   * Wakes every registered waiter, parked or about to park: one permit per reference, not per
+   * parked thread, so a waiter between its Redis try and its park cannot miss it. Called with
+   * the owning {@link UnlockSubscriptions}' monitor held. Spare permits cost a spurious retry.
+   */
   void wakeAll() {
-    wakeups.release(Math.max(1, wakeups.getQueueLength()));
+    wakeups.release(Math.max(1, Math.max(references, wakeups.getQueueLength())));
+  }
+
+  /** The client is closing: every waiter returns from {@link #await} now and from now on. */
+  void close() {
+    closed = true;
+    wakeAll();
   }
 }

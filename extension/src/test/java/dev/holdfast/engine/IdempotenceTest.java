@@ -91,13 +91,27 @@ class IdempotenceTest {
   }
 
   @Test
-  void acquire_whoseRepliesAreAllLost_failsAndTakesItsHoldBack() {
+  void tryLock_whoseRepliesAreAllLost_failsAndTakesItsHoldBack() {
     DistributedLock lock = client.getLock("retried");
     lock.lock();
     proxy.dropReplies(RedisTopology.ATTEMPTS);
-    LockException e = assertThrows(LockException.class, lock::lock);
+    LockException e = assertThrows(LockException.class, lock::tryLock);
     assertTrue(e.getMessage().contains("acquire"), e.getMessage());
-    assertEquals("1", hold("retried"), "the failed acquisition left no extra hold");
+    assertEquals("1", hold("retried"), "the failed acquisition was settled: no extra hold");
+    lock.unlock();
+    assertFalse(lock.isLocked());
+    assertTrue(Clients.engine(client).holds().isEmpty());
+  }
+
+  @Test
+  void lock_whoseRepliesAreAllLost_resendsTheSameRequestAndCountsOnce() {
+    DistributedLock lock = client.getLock("retried");
+    lock.lock();
+    proxy.dropReplies(RedisTopology.ATTEMPTS + 1);
+    lock.lock(); // a waiting call rides out the silence, re-sending one sealed request
+    assertEquals(0, proxy.pendingDrops());
+    assertEquals("2", hold("retried"));
+    lock.unlock();
     lock.unlock();
     assertFalse(lock.isLocked());
   }
@@ -126,24 +140,46 @@ class IdempotenceTest {
   void scripts_replayedByHand_areAnsweredNotApplied() {
     LockEngine engine = Clients.engine(client);
     RedisTopology topology = engine.topology();
-    List<String> key = List.of("manual");
-    List<String> firstAcquire = List.of("10000", field, "0");
-    assertEquals(List.of(1L, 1L), topology.eval(LockScripts.ACQUIRE, key, firstAcquire));
-    assertEquals(List.of(1L, 1L), topology.eval(LockScripts.ACQUIRE, key, firstAcquire));
-    List<String> reentry = List.of("10000", field, "1");
-    assertEquals(List.of(1L, 2L), topology.eval(LockScripts.ACQUIRE, key, reentry));
-    assertEquals(List.of(1L, 2L), topology.eval(LockScripts.ACQUIRE, key, reentry));
+    List<String> acquireKeys = List.of("manual", "holdfast_unlock_marker:{manual}:a1");
+    List<String> firstAcquire = List.of("10000", field, "0", "0", "60000");
+    assertEquals(List.of(1L, 1L, 10000L), topology.eval(LockScripts.ACQUIRE, acquireKeys,
+        firstAcquire));
+    assertEquals(List.of(1L, 1L, 10000L), topology.eval(LockScripts.ACQUIRE, acquireKeys,
+        firstAcquire));
+    List<String> reentryKeys = List.of("manual", "holdfast_unlock_marker:{manual}:a2");
+    List<String> reentry = List.of("10000", field, "1", "0", "60000");
+    assertEquals(2L, ((List<?>) topology.eval(LockScripts.ACQUIRE, reentryKeys, reentry)).get(1));
+    assertEquals(2L, ((List<?>) topology.eval(LockScripts.ACQUIRE, reentryKeys, reentry)).get(1));
     List<String> release = List.of("manual", "holdfast_unlock_marker:{manual}:r1");
     String channel = "redisson_lock__channel:{manual}";
-    List<String> fromTwo = List.of(field, "10000", "2", "publish", "5000", channel);
+    List<String> fromTwo = List.of(field, "10000", "2", "publish", "5000", channel, "0");
     assertEquals(1L, topology.eval(LockScripts.RELEASE, release, fromTwo));
     assertEquals(1L, topology.eval(LockScripts.RELEASE, release, fromTwo));
-    List<String> fromOne = List.of(field, "10000", "1", "publish", "5000", channel);
-    assertEquals(0L, topology.eval(LockScripts.RELEASE, release, fromOne));
-    assertEquals(0L, topology.eval(LockScripts.RELEASE, release, fromOne));
-    List<String> otherRequest = List.of("manual", "holdfast_unlock_marker:{manual}:r2");
+    List<String> finalRelease = List.of("manual", "holdfast_unlock_marker:{manual}:r2");
+    List<String> fromOne = List.of(field, "10000", "1", "publish", "5000", channel, "0");
+    assertEquals(0L, topology.eval(LockScripts.RELEASE, finalRelease, fromOne));
+    assertEquals(0L, topology.eval(LockScripts.RELEASE, finalRelease, fromOne));
+    List<String> otherRequest = List.of("manual", "holdfast_unlock_marker:{manual}:r3");
     assertEquals(-1L, topology.eval(LockScripts.RELEASE, otherRequest, fromOne),
         "a new release of a lock not held is refused");
+    assertEquals(List.of(-1L, 0L, 0L), topology.eval(LockScripts.ACQUIRE,
+        List.of("manual", "holdfast_unlock_marker:{manual}:a3"), reentry),
+        "a re-entry whose hold is gone is refused, not turned into a new hold");
+  }
+
+  @Test
+  void settledRequest_arrivingLate_isRefused() {
+    LockEngine engine = Clients.engine(client);
+    RedisTopology topology = engine.topology();
+    List<String> keys = List.of("late", "holdfast_unlock_marker:{late}:a1");
+    LockNames names = LockNames.of("", "late");
+    assertEquals(List.of(0L, ""), engine.resolve(names, field, "a1", 0, "acquire"),
+        "nothing to undo: the request never ran");
+    assertEquals(List.of(-3L, 0L, 0L), topology.eval(LockScripts.ACQUIRE, keys,
+        List.of("10000", field, "0", "0", "60000")), "a copy arriving after settling is refused");
+    try (Jedis jedis = redis.server().admin()) {
+      assertFalse(jedis.exists("late"));
+    }
   }
 
   private String hold(String key) {
