@@ -50,6 +50,8 @@ final class Hold {
   private int renewalsInFlight;
   /** Guarded by this. */
   ScheduledFuture<?> deadlineTask;
+  /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
+  long deadlineTaskAt;
 
   Hold(LockNames names, long threadId, String field) {
     this.names = names;

@@ -206,24 +206,37 @@ public final class LockEngine implements AutoCloseable {
     return sentAt + TimeUnit.MILLISECONDS.toNanos(Math.max(0, ttlMillis - margin));
   }
 
-  /** Arms the timer that declares {@code hold} lost once its confirmed lease has passed. */
+  /**
+   * Arms the timer that declares {@code hold} lost once its confirmed lease has passed. A timer
+   * armed for an earlier instant stays (it re-arms itself when it finds the lease extended); one
+   * armed for a later instant is replaced, since the lease got shorter.
+   */
   void watchDeadline(Hold hold) {
     synchronized (hold) {
-      if (hold.deadlineTask != null || !hold.active() || closed) {
+      long until = hold.confirmedUntil();
+      if (!hold.active() || closed
+          || (hold.deadlineTask != null && hold.deadlineTaskAt - until <= 0)) {
         return;
       }
-      long delay = Math.max(0, hold.confirmedUntil() - System.nanoTime());
+      if (hold.deadlineTask != null) {
+        hold.deadlineTask.cancel(false);
+      }
+      long delay = Math.max(0, until - System.nanoTime());
       try {
         hold.deadlineTask = scheduler.schedule(() -> checkDeadline(hold), delay,
             TimeUnit.NANOSECONDS);
+        hold.deadlineTaskAt = until;
       } catch (RejectedExecutionException e) {
-        // closing: no more deadlines
+        hold.deadlineTask = null; // closing: no more deadlines
       }
     }
   }
 
   private void checkDeadline(Hold hold) {
     synchronized (hold) {
+      if (hold.deadlineTask == null || hold.deadlineTask.isCancelled()) {
+        return;
+      }
       hold.deadlineTask = null;
     }
     if (!hold.active() || holds.get(hold.id) != hold) {

@@ -375,6 +375,7 @@ final class RedisLock implements DistributedLock {
         hold.closeNewest();
         if (p.leaseMillis() > 0) {
           hold.confirm(LockEngine.confirmedUntil(p.sentAt(), p.leaseMillis()));
+          engine.watchDeadline(hold);
         }
         return hold;
       }
@@ -449,6 +450,7 @@ final class RedisLock implements DistributedLock {
     if (left == expected - 1 && left > 0) {
       hold.closeNewest();
       hold.confirm(LockEngine.confirmedUntil(sentAt, ttl));
+      engine.watchDeadline(hold);
       return;
     }
     if (left == 0) {

@@ -159,7 +159,7 @@ abstract class RedisTopology implements AutoCloseable {
       boolean sealFirst) {
     JedisException last = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
-    for (int attempt = 1; attempt <= attemptsHere(); attempt++) {
+    for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
       List<String> arguments = args.apply(sealFirst || attempt > 1);
       try {
         try {
@@ -175,6 +175,9 @@ abstract class RedisTopology implements AutoCloseable {
       } catch (JedisException e) {
         if (unanswered(e)) {
           last = e;
+          if (System.nanoTime() - deadline > 0) {
+            break;
+          }
           continue;
         }
         throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
@@ -204,10 +207,7 @@ abstract class RedisTopology implements AutoCloseable {
     return message;
   }
 
-  /** The cluster client retries by itself; the others get our own retries. */
-  int attemptsHere() {
-    return ATTEMPTS;
-  }
+
 
   /** Reads the major version of the server behind {@code node}. */
   static int majorVersion(HostAndPort node, JedisClientConfig config) {
@@ -299,8 +299,10 @@ abstract class RedisTopology implements AutoCloseable {
           .nodes(seeds)
           .clientConfig(clientConfig)
           .connectionProvider(provider)
-          .maxAttempts(ATTEMPTS)
-          .maxTotalRetriesDuration(config.timeout().multipliedBy(ATTEMPTS + 1))
+          // One attempt per call: our own retries are sealed (see eval), Jedis' would not be.
+          // A MOVED or a broken connection still refreshes the slot cache before it throws.
+          .maxAttempts(1)
+          .maxTotalRetriesDuration(config.timeout().multipliedBy(2))
           .build();
       // Sharded pub/sub (Redis 7+) keeps unlock messages on the key's shard instead of
       // broadcasting them over the cluster bus to every node.
@@ -345,11 +347,6 @@ abstract class RedisTopology implements AutoCloseable {
     Object renewalNode(String key) {
       HostAndPort node = provider.getNode(JedisClusterCRC16.getSlot(key));
       return node == null ? "unknown" : node;
-    }
-
-    @Override
-    int attemptsHere() {
-      return 1;
     }
 
     @Override
