@@ -22,9 +22,18 @@ import java.util.concurrent.locks.Lock;
  *       {@link #lockInterruptibly(long, TimeUnit)}) set exactly that lease and never renew it; when
  *       it runs out the lock is free again, whether or not the holder is done.</li>
  * </ul>
- * If a watchdog renewal finds the hold gone, the client reports a {@link LockLost} to its
- * listeners and the holder's next {@code unlock()} throws an {@link IllegalMonitorStateException}
- * saying so.
+ * Each acquisition opens a section with the lease it asked for; the key's TTL is always at least
+ * what every open section needs, the watchdog renews while any open section is a watchdog one, and
+ * a re-entry never shortens the TTL. Leases must be between 1 ms and 365 days.
+ *
+ * <h2>Losing a lock</h2>
+ * The client believes a hold until the lease Redis last acknowledged, counted from when that call
+ * was sent (less a small margin for clock drift), has passed — so it stops believing before any
+ * other client can acquire, even when Redis cannot be reached. A hold that ends without its final
+ * {@code unlock()} is <em>lost</em>: the client's {@link LockLost} listeners hear about it once,
+ * {@link #isHeldByCurrentThread()} is false, and each {@code unlock()} of its open sections throws
+ * an {@link IllegalMonitorStateException} that says it was lost and why. A re-entry never hides a
+ * loss: it throws {@link LockException} instead of starting a new hold under the old one.
  *
  * <h2>Waiting</h2>
  * Waiters do not poll: they wait for the unlock message Redis publishes on the lock's channel, and
@@ -56,9 +65,10 @@ public interface DistributedLock extends Lock {
    * Acquires the lock with a fixed lease and no watchdog, waiting as long as it takes
    * (uninterruptibly, like {@link #lock()}).
    *
-   * @param leaseTime how long the lock stays held unless unlocked first; must be positive
-   * @throws IllegalArgumentException if {@code leaseTime} is not positive
-   * @throws LockException if Redis cannot be reached
+   * @param leaseTime how long the lock stays held unless unlocked first; 1 ms to 365 days
+   * @throws IllegalArgumentException if {@code leaseTime} is out of that range
+   * @throws LockException if Redis cannot be reached, or if this is a re-entry and the thread's
+   *     hold was lost
    */
   void lock(long leaseTime, TimeUnit unit);
 
@@ -75,7 +85,7 @@ public interface DistributedLock extends Lock {
    * Like {@link #lock(long, TimeUnit)}, but gives up when the thread is interrupted.
    *
    * @throws InterruptedException if the thread is interrupted on entry or while waiting
-   * @throws IllegalArgumentException if {@code leaseTime} is not positive
+   * @throws IllegalArgumentException if {@code leaseTime} is not between 1 ms and 365 days
    */
   void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException;
 
@@ -103,10 +113,10 @@ public interface DistributedLock extends Lock {
    * Acquires the lock with a fixed lease (no watchdog), waiting at most {@code waitTime}.
    *
    * @param waitTime how long to wait; zero or negative means do not wait
-   * @param leaseTime how long the lock stays held unless unlocked first; must be positive
+   * @param leaseTime how long the lock stays held unless unlocked first; 1 ms to 365 days
    * @return whether the lock is now held by this thread
    * @throws InterruptedException if the thread is interrupted on entry or while waiting
-   * @throws IllegalArgumentException if {@code leaseTime} is not positive
+   * @throws IllegalArgumentException if {@code leaseTime} is not between 1 ms and 365 days
    */
   boolean tryLock(long waitTime, long leaseTime, TimeUnit unit) throws InterruptedException;
 
@@ -117,7 +127,8 @@ public interface DistributedLock extends Lock {
    * @throws IllegalMonitorStateException if this thread does not hold the lock; the message says
    *     whether the lock was lost (expired, force-unlocked, Redis lost it) rather than never held
    * @throws LockException if Redis cannot be reached (the hold is then unchanged as far as this
-   *     client knows, and calling {@code unlock()} again is safe)
+   *     client knows, and calling {@code unlock()} again is safe: it re-sends the same release,
+   *     and one that did run is recognised)
    */
   @Override
   void unlock();
@@ -141,13 +152,19 @@ public interface DistributedLock extends Lock {
   /** Whether any thread of any client holds the lock now. */
   boolean isLocked();
 
-  /** Whether the calling thread holds the lock now, according to Redis. */
+  /**
+   * Whether the calling thread holds the lock now: false without asking Redis when this client
+   * knows the hold is lost or its lease could not be confirmed in time, else Redis' answer.
+   */
   boolean isHeldByCurrentThread();
 
-  /** Whether the thread with this id, of this client, holds the lock now. */
+  /** Like {@link #isHeldByCurrentThread()}, for the thread with this id of this client. */
   boolean isHeldByThread(long threadId);
 
-  /** The calling thread's hold count according to Redis; 0 when it does not hold the lock. */
+  /**
+   * The calling thread's hold count according to Redis; 0 when it does not hold the lock (or
+   * this client knows its hold is lost).
+   */
   int getHoldCount();
 
   /**

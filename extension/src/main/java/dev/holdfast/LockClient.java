@@ -66,9 +66,10 @@ public final class LockClient implements AutoCloseable {
   }
 
   /**
-   * Registers a listener told when the watchdog finds that a lock held by this client was lost
-   * (see {@link LockLost}). Listeners run on the watchdog's thread: keep them short and
-   * non-blocking. A listener that throws is logged and does not affect others.
+   * Registers a listener told when a lock held by this client is lost (see {@link LockLost}):
+   * once per lost hold. Listeners run on the client's own event thread, one event at a time in
+   * the order the losses were found, never on the thread that renews leases: a slow listener
+   * delays only later events. A listener that throws is logged and does not affect others.
    *
    * @return a registration whose {@link Registration#close()} removes the listener
    */

@@ -4,14 +4,18 @@ import java.time.Instant;
 import java.util.Objects;
 
 /**
- * A report that a lock this client held is no longer held, although the holder never unlocked it.
+ * A report that a lock this client held is no longer held, although the holder never released it.
  *
- * <p>The watchdog raises it when a renewal finds that the lock's hash no longer carries this
- * holder's entry: the key expired while Redis was unreachable for longer than the watchdog
- * timeout, Redis restarted or failed over to a replica that had not seen the lock, or someone
- * called {@link DistributedLock#forceUnlock()}. From that moment other clients may hold the lock,
- * so the work it protected is no longer exclusive. The holder's next {@code unlock()} throws an
- * {@link IllegalMonitorStateException} that says the lock was lost.
+ * <p>Raised once per lost hold, when the client finds that: a lease renewal no longer finds the
+ * holder's entry (the key expired while Redis was unreachable, Redis restarted or failed over to a
+ * replica that had not seen the lock, or another client called
+ * {@link DistributedLock#forceUnlock()}); the hold's lease could not be confirmed before its local
+ * deadline (Redis unreachable); a fixed lease ran out before the final unlock; a re-entry or an
+ * unlock found the hold gone; {@code forceUnlock()} was called on this client; the holding thread
+ * ended without unlocking; or a re-entry's outcome could not be settled during an outage. From
+ * that moment other clients may hold the lock, so the work it protected is no longer exclusive.
+ * Each {@code unlock()} of the hold's open sections throws an {@link IllegalMonitorStateException}
+ * that says the lock was lost.
  *
  * @param lockName   the name given to {@link LockClient#getLock(String)}
  * @param threadId   the id of the thread that held the lock
