@@ -13,7 +13,7 @@ import org.eclipse.microprofile.config.Config;
 /**
  * Produces the application's {@link LockClient} from MicroProfile Config (read at run time, also
  * in Quarkus), closes it at shutdown, and turns lost-lock reports into CDI events: observe them
- * with {@code @Observes LockLost} (on the watchdog's thread: keep it short) or
+ * with {@code @Observes LockLost} (on the client's event thread, never the renewal path) or
  * {@code @ObservesAsync LockLost}.
  *
  * <p>An application replaces this client by producing its own {@code LockClient} as an enabled
