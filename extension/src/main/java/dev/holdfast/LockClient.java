@@ -36,9 +36,11 @@ public final class LockClient implements AutoCloseable {
 
   /**
    * Creates a client from {@code holdfast.*} keys (see {@link LockClientConfig} for the table);
-   * an empty map means {@code redis://localhost:6379}.
+   * an empty map means {@code redis://localhost:6379}. Unknown keys are treated as
+   * {@link LockClientConfig#fromProperties(Map)} says: errors in Holdfast's namespaces, warnings
+   * for other {@code holdfast.*} keys.
    *
-   * @throws IllegalArgumentException naming the key when a value is invalid
+   * @throws IllegalArgumentException naming the key when a value is invalid or a key is unknown
    * @throws LockException if a cluster or sentinel deployment cannot be discovered
    */
   public static LockClient create(Map<String, String> properties) {

@@ -72,7 +72,10 @@ public final class LockClientConfig {
   public static final String WATCHDOG_TIMEOUT = "holdfast.watchdog-timeout";
   public static final String KEY_PREFIX = "holdfast.key-prefix";
 
-  /** Every key this class reads; other {@code holdfast.redis.*} keys are rejected as typos. */
+  /**
+   * Every key this class reads. Other keys in Holdfast's namespaces are rejected as typos; see
+   * {@link #fromProperties(Map)}.
+   */
   public static final List<String> KEYS = List.of(MODE, ADDRESS, NODES, SENTINEL_MASTER, USERNAME,
       PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX);
 
@@ -112,16 +115,28 @@ public final class LockClientConfig {
   }
 
   /**
-   * Reads the {@code holdfast.*} keys of the table above; other {@code holdfast.*} keys with more
-   * than one segment after {@code holdfast.} (such as the CDI layer's) are ignored.
+   * Reads the {@code holdfast.*} keys of the table above. Of the other keys:
+   * <ul>
+   *   <li>keys that do not start with {@code holdfast.}, and the CDI layer's {@code @Locked}
+   *       overrides ({@code holdfast.locked.*}, {@code holdfast."<class>[/<method>]".locked.*}),
+   *       are ignored;</li>
+   *   <li>an unknown {@code holdfast.redis.*} key, or an unknown key at most two edits away from
+   *       one of Holdfast's keys (a typo such as {@code holdfast.watchdog-timout}), is an
+   *       error;</li>
+   *   <li>any other {@code holdfast.*} key (such as a build's {@code holdfast.version}) is ignored
+   *       with a warning, logged through {@code System.Logger} {@code dev.holdfast.LockClientConfig},
+   *       that names the key and the closest key Holdfast defines.</li>
+   * </ul>
    *
+   * @param properties keys and values, e.g. all system properties or a configuration file's
+   * @return the configuration
    * @throws IllegalArgumentException naming the key and the bad value (never a password) when a
-   *     value cannot be parsed, a {@code holdfast.redis.*} or top-level {@code holdfast.*} key is
-   *     unknown, or values contradict each other
+   *     value cannot be parsed, a key is unknown as described above (with the closest known key),
+   *     or values contradict each other
    */
   public static LockClientConfig fromProperties(Map<String, String> properties) {
     Objects.requireNonNull(properties, "properties");
-    return ConfigValues.read(properties, builder()).build();
+    return ConfigValues.read(ConfigKeys.clientKeys(properties), builder()).build();
   }
 
   public Mode mode() {
