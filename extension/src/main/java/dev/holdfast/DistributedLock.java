@@ -39,7 +39,10 @@ import java.util.concurrent.locks.Lock;
  */
 public interface DistributedLock extends Lock {
 
-  /** The lock's name, as given to {@link LockClient#getLock(String)} (without the key prefix). */
+  /**
+   * {@return the lock's name, as given to {@link LockClient#getLock(String)} (without the key
+   * prefix)}
+   */
   String getName();
 
   /**
@@ -57,6 +60,7 @@ public interface DistributedLock extends Lock {
    * (uninterruptibly, like {@link #lock()}).
    *
    * @param leaseTime how long the lock stays held unless unlocked first; must be positive
+   * @param unit the unit of {@code leaseTime}
    * @throws IllegalArgumentException if {@code leaseTime} is not positive
    * @throws LockException if Redis cannot be reached
    */
@@ -74,6 +78,8 @@ public interface DistributedLock extends Lock {
   /**
    * Like {@link #lock(long, TimeUnit)}, but gives up when the thread is interrupted.
    *
+   * @param leaseTime how long the lock stays held unless unlocked first; must be positive
+   * @param unit the unit of {@code leaseTime}
    * @throws InterruptedException if the thread is interrupted on entry or while waiting
    * @throws IllegalArgumentException if {@code leaseTime} is not positive
    */
@@ -104,6 +110,7 @@ public interface DistributedLock extends Lock {
    *
    * @param waitTime how long to wait; zero or negative means do not wait
    * @param leaseTime how long the lock stays held unless unlocked first; must be positive
+   * @param unit the unit of {@code waitTime} and {@code leaseTime}
    * @return whether the lock is now held by this thread
    * @throws InterruptedException if the thread is interrupted on entry or while waiting
    * @throws IllegalArgumentException if {@code leaseTime} is not positive
@@ -138,21 +145,41 @@ public interface DistributedLock extends Lock {
    */
   boolean forceUnlock();
 
-  /** Whether any thread of any client holds the lock now. */
+  /**
+   * {@return whether any thread of any client holds the lock now}
+   *
+   * @throws LockException if Redis cannot be reached
+   */
   boolean isLocked();
 
-  /** Whether the calling thread holds the lock now, according to Redis. */
+  /**
+   * {@return whether the calling thread holds the lock now, according to Redis}
+   *
+   * @throws LockException if Redis cannot be reached
+   */
   boolean isHeldByCurrentThread();
 
-  /** Whether the thread with this id, of this client, holds the lock now. */
+  /**
+   * {@return whether the thread with this id, of this client, holds the lock now}
+   *
+   * @param threadId a {@link Thread#getId() thread id} in this JVM
+   * @throws LockException if Redis cannot be reached
+   */
   boolean isHeldByThread(long threadId);
 
-  /** The calling thread's hold count according to Redis; 0 when it does not hold the lock. */
+  /**
+   * {@return the calling thread's hold count according to Redis; 0 when it does not hold the
+   * lock}
+   *
+   * @throws LockException if Redis cannot be reached
+   */
   int getHoldCount();
 
   /**
-   * The lock's remaining lease in milliseconds: {@code -2} when the lock is not held, {@code -1}
-   * when it is held with no expiry (set by something other than Holdfast or Redisson).
+   * {@return the lock's remaining lease in milliseconds: {@code -2} when the lock is not held,
+   * {@code -1} when it is held with no expiry (set by something other than Holdfast or Redisson)}
+   *
+   * @throws LockException if Redis cannot be reached
    */
   long remainTimeToLive();
 }
