@@ -106,9 +106,9 @@ final class HoldfastConfig {
     return problems;
   }
 
-  /** One message for a deployment that fails with {@code problems}. */
+  /** One message for a start that fails with {@code problems} (each names Holdfast already). */
   static String report(List<String> problems) {
-    return problems.size() == 1 ? "Holdfast: " + problems.get(0)
+    return problems.size() == 1 ? problems.get(0)
         : "Holdfast found " + problems.size() + " problems:\n  - "
             + String.join("\n  - ", problems);
   }
