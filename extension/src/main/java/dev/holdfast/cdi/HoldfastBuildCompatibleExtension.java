@@ -68,7 +68,7 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
       for (LockedTarget target : targets) {
         LockedDefinitions.problems(target).forEach(p -> messages.error(p, bean));
       }
-      if (!targets.isEmpty()) {
+      if (mentionsLocked(bean.declaringClass())) {
         lockedBeanClasses.put(bean.declaringClass().name(), bean.declaringClass());
       }
     }
@@ -140,6 +140,25 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
           member(locked, "waitTime"), member(locked, "leaseTime")));
     }
     return targets;
+  }
+
+  /**
+   * Whether {@code @Locked} is on the class, a superclass or an interface, or on a method of
+   * any of them: then the bean's operations are prepared at startup (by reflection, which
+   * decides which methods exactly), without relying on a language model to list inherited
+   * annotations or interface default methods.
+   */
+  private static boolean mentionsLocked(ClassInfo type) {
+    if (type == null) {
+      return false;
+    }
+    if (type.hasAnnotation(Locked.class)
+        || type.methods().stream().anyMatch(m -> m.hasAnnotation(Locked.class))
+        || mentionsLocked(type.superClassDeclaration())) {
+      return true;
+    }
+    return type.superInterfacesDeclarations().stream()
+        .anyMatch(HoldfastBuildCompatibleExtension::mentionsLocked);
   }
 
   /**

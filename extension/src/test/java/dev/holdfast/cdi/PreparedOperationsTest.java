@@ -76,6 +76,27 @@ class PreparedOperationsTest {
   public static class ArchiveDesk extends ArchiveBase {
   }
 
+  /** A default method, with its own {@code @Locked}, that a bean does not override. */
+  public interface Auditing {
+    LockClient client();
+
+    @Locked("audit")
+    default boolean audit() {
+      return client().getLock("audit").isHeldByCurrentThread();
+    }
+  }
+
+  @ApplicationScoped
+  public static class AuditDesk implements Auditing {
+    @Inject
+    LockClient client;
+
+    @Override
+    public LockClient client() {
+      return client;
+    }
+  }
+
   /** A bean without {@code @Locked}: nothing to prepare. */
   @Dependent
   public static class Plain {
@@ -154,6 +175,7 @@ class PreparedOperationsTest {
     assertEquals("invoices", weld.select(InvoicesDesk.class).get().heldLocks());
     assertEquals("orders", weld.select(OrdersDesk.class).get().heldLocks());
     assertEquals("archive", weld.select(ArchiveDesk.class).get().heldLocks());
+    assertTrue(weld.select(AuditDesk.class).get().audit(), "a default method is locked too");
   }
 
   @Test
@@ -163,7 +185,8 @@ class PreparedOperationsTest {
     try (WeldContainer weld = portable(extension).initialize()) {
       LockedOperations prepared = extension.operations();
       assertNotNull(prepared, "prepared during deployment, before any call");
-      assertEquals(3, prepared.size(), "Desk.heldLocks once per bean class, nothing for Plain");
+      assertEquals(4, prepared.size(),
+          "Desk.heldLocks once per bean class, Auditing.audit, nothing for Plain");
       assertSame(prepared, weld.select(LockedOperations.class).get(),
           "the interceptor's operations are the deployment's");
 
@@ -176,7 +199,7 @@ class PreparedOperationsTest {
 
       weld.select(OrdersDesk.class).get().heldLocks();
       weld.select(InvoicesDesk.class).get().heldLocks();
-      assertEquals(3, prepared.size(), "calls prepare nothing");
+      assertEquals(4, prepared.size(), "calls prepare nothing");
       assertSame(orders, prepared.forBeanClass(OrdersDesk.class).get(heldLocks));
     }
   }
@@ -230,12 +253,14 @@ class PreparedOperationsTest {
 
   private static Weld portable(HoldfastExtension extension) {
     return WeldInitiator.createWeld().addExtension(extension)
-        .addBeanClasses(OrdersDesk.class, InvoicesDesk.class, ArchiveDesk.class, Plain.class);
+        .addBeanClasses(OrdersDesk.class, InvoicesDesk.class, ArchiveDesk.class, AuditDesk.class,
+        Plain.class);
   }
 
   private static Weld buildCompatible() {
     return WeldInitiator.createWeld().addBuildCompatibleExtensions(BuildCompatibleOnly.class)
-        .addBeanClasses(OrdersDesk.class, InvoicesDesk.class, ArchiveDesk.class, Plain.class);
+        .addBeanClasses(OrdersDesk.class, InvoicesDesk.class, ArchiveDesk.class, AuditDesk.class,
+        Plain.class);
   }
 
   private static String deploymentFailure(Weld weld) {
