@@ -48,7 +48,10 @@ import java.util.concurrent.locks.Lock;
  */
 public interface DistributedLock extends Lock {
 
-  /** The lock's name, as given to {@link LockClient#getLock(String)} (without the key prefix). */
+  /**
+   * {@return the lock's name, as given to {@link LockClient#getLock(String)} (without the key
+   * prefix)}
+   */
   String getName();
 
   /**
@@ -66,6 +69,7 @@ public interface DistributedLock extends Lock {
    * (uninterruptibly, like {@link #lock()}).
    *
    * @param leaseTime how long the lock stays held unless unlocked first; 1 ms to 365 days
+   * @param unit the unit of {@code leaseTime}
    * @throws IllegalArgumentException if {@code leaseTime} is out of that range
    * @throws LockException if Redis cannot be reached, or if this is a re-entry and the thread's
    *     hold was lost
@@ -84,6 +88,8 @@ public interface DistributedLock extends Lock {
   /**
    * Like {@link #lock(long, TimeUnit)}, but gives up when the thread is interrupted.
    *
+   * @param leaseTime how long the lock stays held unless unlocked first; 1 ms to 365 days
+   * @param unit the unit of {@code leaseTime}
    * @throws InterruptedException if the thread is interrupted on entry or while waiting
    * @throws IllegalArgumentException if {@code leaseTime} is not between 1 ms and 365 days
    */
@@ -114,6 +120,7 @@ public interface DistributedLock extends Lock {
    *
    * @param waitTime how long to wait; zero or negative means do not wait
    * @param leaseTime how long the lock stays held unless unlocked first; 1 ms to 365 days
+   * @param unit the unit of {@code waitTime} and {@code leaseTime}
    * @return whether the lock is now held by this thread
    * @throws InterruptedException if the thread is interrupted on entry or while waiting
    * @throws IllegalArgumentException if {@code leaseTime} is not between 1 ms and 365 days
@@ -149,27 +156,44 @@ public interface DistributedLock extends Lock {
    */
   boolean forceUnlock();
 
-  /** Whether any thread of any client holds the lock now. */
+  /**
+   * {@return whether any thread of any client holds the lock now}
+   *
+   * @throws LockException if Redis cannot be reached
+   */
   boolean isLocked();
 
   /**
-   * Whether the calling thread holds the lock now: false without asking Redis when this client
-   * knows the hold is lost or its lease could not be confirmed in time, else Redis' answer.
+   * {@return whether the calling thread holds the lock now}: false without asking Redis when
+   * this client knows the hold is lost or its lease could not be confirmed in time, else Redis'
+   * answer.
+   *
+   * @throws LockException if Redis cannot be reached
    */
   boolean isHeldByCurrentThread();
 
-  /** Like {@link #isHeldByCurrentThread()}, for the thread with this id of this client. */
+  /**
+   * {@return whether the thread with this id, of this client, holds the lock now}, like
+   * {@link #isHeldByCurrentThread()}.
+   *
+   * @param threadId a {@link Thread#getId() thread id} in this JVM
+   * @throws LockException if Redis cannot be reached
+   */
   boolean isHeldByThread(long threadId);
 
   /**
-   * The calling thread's hold count according to Redis; 0 when it does not hold the lock (or
-   * this client knows its hold is lost).
+   * {@return the calling thread's hold count according to Redis; 0 when it does not hold the
+   * lock, or this client knows its hold is lost}
+   *
+   * @throws LockException if Redis cannot be reached
    */
   int getHoldCount();
 
   /**
-   * The lock's remaining lease in milliseconds: {@code -2} when the lock is not held, {@code -1}
-   * when it is held with no expiry (set by something other than Holdfast or Redisson).
+   * {@return the lock's remaining lease in milliseconds: {@code -2} when the lock is not held,
+   * {@code -1} when it is held with no expiry (set by something other than Holdfast or Redisson)}
+   *
+   * @throws LockException if Redis cannot be reached
    */
   long remainTimeToLive();
 }

@@ -36,9 +36,13 @@ public final class LockClient implements AutoCloseable {
 
   /**
    * Creates a client from {@code holdfast.*} keys (see {@link LockClientConfig} for the table);
-   * an empty map means {@code redis://localhost:6379}.
+   * an empty map means {@code redis://localhost:6379}. Unknown keys are treated as
+   * {@link LockClientConfig#fromProperties(Map)} says: errors in Holdfast's namespaces, warnings
+   * for other {@code holdfast.*} keys.
    *
-   * @throws IllegalArgumentException naming the key when a value is invalid
+   * @param properties {@code holdfast.*} keys and their values
+   * @return a new client; close it when done
+   * @throws IllegalArgumentException naming the key when a value is invalid or a key is unknown
    * @throws LockException if a cluster or sentinel deployment cannot be discovered
    */
   public static LockClient create(Map<String, String> properties) {
@@ -48,6 +52,9 @@ public final class LockClient implements AutoCloseable {
   /**
    * Creates a client from a typed configuration.
    *
+   * @param config the configuration, from {@link LockClientConfig#builder()} or
+   *     {@link LockClientConfig#fromProperties(Map)}
+   * @return a new client; close it when done
    * @throws LockException if a cluster or sentinel deployment cannot be discovered
    */
   public static LockClient create(LockClientConfig config) {
@@ -58,8 +65,11 @@ public final class LockClient implements AutoCloseable {
    * A handle on the lock called {@code name}. No I/O: handles are cheap, immutable and may be
    * shared or thrown away. The Redis key is {@code holdfast.key-prefix + name}.
    *
-   * @throws IllegalArgumentException if the name is empty or has a malformed hash tag (a
-   *     {@code '{'} without a following non-empty {@code {...}} pair)
+   * @param name the lock's name, shared by every process that means the same lock
+   * @return a handle on the lock
+   * @throws IllegalArgumentException if the name is empty, or contains an opening brace
+   *     <code>&#123;</code> but no non-empty hash tag such as {@code {tag}} (Redis Cluster
+   *     places the key by its hash tag)
    */
   public DistributedLock getLock(String name) {
     return engine.lock(name);
@@ -71,6 +81,7 @@ public final class LockClient implements AutoCloseable {
    * the order the losses were found, never on the thread that renews leases: a slow listener
    * delays only later events. A listener that throws is logged and does not affect others.
    *
+   * @param listener called once per lost hold
    * @return a registration whose {@link Registration#close()} removes the listener
    */
   public Registration onLockLost(Consumer<? super LockLost> listener) {
@@ -78,7 +89,10 @@ public final class LockClient implements AutoCloseable {
     return remove::run;
   }
 
-  /** This client's identity, the first half of its hash fields {@code <clientId>:<threadId>}. */
+  /**
+   * {@return this client's identity, the first half of its hash fields
+   * {@code <clientId>:<threadId>}}
+   */
   public String getClientId() {
     return engine.clientId();
   }

@@ -60,19 +60,33 @@ public final class LockClientConfig {
     CLUSTER
   }
 
+  /** {@value}: {@code standalone} (the default), {@code sentinel} or {@code cluster}. */
   public static final String MODE = "holdfast.redis.mode";
+  /** {@value}: the standalone server's URI; see {@link Builder#address(String)}. */
   public static final String ADDRESS = "holdfast.redis.address";
+  /** {@value}: comma-separated cluster seeds or sentinels; see {@link Builder#nodes(List)}. */
   public static final String NODES = "holdfast.redis.nodes";
+  /** {@value}: the master name the sentinels monitor (sentinel mode). */
   public static final String SENTINEL_MASTER = "holdfast.redis.sentinel.master";
+  /** {@value}: the ACL user; overrides the address URI's. */
   public static final String USERNAME = "holdfast.redis.username";
+  /** {@value}: the password; overrides the address URI's. Never logged or shown. */
   public static final String PASSWORD = "holdfast.redis.password";
+  /** {@value}: the database index (not in cluster mode); overrides the address URI's path. */
   public static final String DATABASE = "holdfast.redis.database";
+  /** {@value}: the connect and socket timeout, a duration. */
   public static final String TIMEOUT = "holdfast.redis.timeout";
+  /** {@value}: command connections per node. */
   public static final String POOL_MAX_SIZE = "holdfast.redis.pool.max-size";
+  /** {@value}: the watchdog lease, a duration, renewed every third of it. */
   public static final String WATCHDOG_TIMEOUT = "holdfast.watchdog-timeout";
+  /** {@value}: prepended verbatim to every lock key. */
   public static final String KEY_PREFIX = "holdfast.key-prefix";
 
-  /** Every key this class reads; other {@code holdfast.redis.*} keys are rejected as typos. */
+  /**
+   * Every key this class reads. Other keys in Holdfast's namespaces are rejected as typos; see
+   * {@link #fromProperties(Map)}.
+   */
   public static final List<String> KEYS = List.of(MODE, ADDRESS, NODES, SENTINEL_MASTER, USERNAME,
       PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX);
 
@@ -106,80 +120,105 @@ public final class LockClientConfig {
     this.sslSocketFactory = b.sslSocketFactory;
   }
 
-  /** A builder with every default in place. */
+  /** {@return a builder with every default in place} */
   public static Builder builder() {
     return new Builder();
   }
 
   /**
-   * Reads the {@code holdfast.*} keys of the table above; other {@code holdfast.*} keys with more
-   * than one segment after {@code holdfast.} (such as the CDI layer's) are ignored.
+   * Reads the {@code holdfast.*} keys of the table above. Of the other keys:
+   * <ul>
+   *   <li>keys that do not start with {@code holdfast.}, and the CDI layer's {@code @Locked}
+   *       overrides ({@code holdfast.locked.*}, {@code holdfast."<class>[/<method>]".locked.*}),
+   *       are ignored;</li>
+   *   <li>an unknown {@code holdfast.redis.*} key, or an unknown key at most two edits away from
+   *       one of Holdfast's keys (a typo such as {@code holdfast.watchdog-timout}), is an
+   *       error;</li>
+   *   <li>any other {@code holdfast.*} key (such as a build's {@code holdfast.version}) is ignored
+   *       with a warning, logged through {@code System.Logger} {@code dev.holdfast.LockClientConfig},
+   *       that names the key and the closest key Holdfast defines.</li>
+   * </ul>
    *
+   * @param properties keys and values, e.g. all system properties or a configuration file's
+   * @return the configuration
    * @throws IllegalArgumentException naming the key and the bad value (never a password) when a
-   *     value cannot be parsed, a {@code holdfast.redis.*} or top-level {@code holdfast.*} key is
-   *     unknown, or values contradict each other
+   *     value cannot be parsed, a key is unknown as described above (with the closest known key),
+   *     or values contradict each other
    */
   public static LockClientConfig fromProperties(Map<String, String> properties) {
     Objects.requireNonNull(properties, "properties");
-    return ConfigValues.read(properties, builder()).build();
+    return ConfigValues.read(ConfigKeys.clientKeys(properties), builder()).build();
   }
 
+  /** {@return how Holdfast finds the Redis servers ({@value #MODE})} */
   public Mode mode() {
     return mode;
   }
 
-  /** The standalone server's URI (credentials included when they were given in it). */
+  /**
+   * {@return the standalone server's URI, credentials included when they were given in it
+   * ({@value #ADDRESS})}
+   */
   public URI address() {
     return address;
   }
 
-  /** Cluster seeds or sentinels, as {@code redis://host:port} or {@code rediss://host:port}. */
+  /**
+   * {@return the cluster seeds or sentinels, as {@code redis://host:port} or
+   * {@code rediss://host:port} ({@value #NODES}); empty in standalone mode}
+   */
   public List<URI> nodes() {
     return nodes;
   }
 
+  /** {@return the master name the sentinels monitor ({@value #SENTINEL_MASTER})} */
   public Optional<String> sentinelMaster() {
     return Optional.ofNullable(sentinelMaster);
   }
 
-  /** The ACL user: the {@code username} setting, else the one in the address URI. */
+  /** {@return the ACL user: the {@value #USERNAME} setting, else the one in the address URI} */
   public Optional<String> username() {
     return Optional.ofNullable(username);
   }
 
-  /** The password: the {@code password} setting, else the one in the address URI. */
+  /** {@return the password: the {@value #PASSWORD} setting, else the one in the address URI} */
   public Optional<String> password() {
     return Optional.ofNullable(password);
   }
 
+  /** {@return the database index ({@value #DATABASE}, else the address URI's path, else 0)} */
   public int database() {
     return database;
   }
 
+  /** {@return the connect and socket timeout ({@value #TIMEOUT})} */
   public Duration timeout() {
     return timeout;
   }
 
+  /** {@return the number of command connections per node ({@value #POOL_MAX_SIZE})} */
   public int poolMaxSize() {
     return poolMaxSize;
   }
 
+  /** {@return the watchdog lease, renewed every third of it ({@value #WATCHDOG_TIMEOUT})} */
   public Duration watchdogTimeout() {
     return watchdogTimeout;
   }
 
+  /** {@return the prefix of every lock key, possibly empty ({@value #KEY_PREFIX})} */
   public String keyPrefix() {
     return keyPrefix;
   }
 
-  /** Whether connections use TLS ({@code rediss://} addresses). */
+  /** {@return whether connections use TLS ({@code rediss://} addresses)} */
   public boolean tls() {
     return mode == Mode.STANDALONE
         ? "rediss".equals(address.getScheme())
         : nodes.stream().anyMatch(n -> "rediss".equals(n.getScheme()));
   }
 
-  /** The TLS socket factory set on the builder, if any; else the JVM default is used. */
+  /** {@return the TLS socket factory set on the builder, if any; else the JVM default is used} */
   public Optional<SSLSocketFactory> sslSocketFactory() {
     return Optional.ofNullable(sslSocketFactory);
   }
@@ -217,39 +256,92 @@ public final class LockClientConfig {
     private Builder() {
     }
 
+    /**
+     * Sets how Holdfast finds the Redis servers ({@value #MODE}); the default is
+     * {@link Mode#STANDALONE}.
+     *
+     * @param mode the topology
+     * @return this builder
+     */
     public Builder mode(Mode mode) {
       this.mode = Objects.requireNonNull(mode, "mode");
       return this;
     }
 
-    /** A {@code redis://} or {@code rediss://} URI; see {@link LockClientConfig}. */
+    /**
+     * Sets the standalone server ({@value #ADDRESS}); the default is
+     * {@code redis://localhost:6379}.
+     *
+     * @param uri {@code redis://host:port} or {@code rediss://host:port} (TLS), optionally with
+     *     user info and a database path ({@code redis://user:secret@host:6379/2}), or a bare
+     *     {@code host:port}
+     * @return this builder
+     * @throws IllegalArgumentException if it is not such a URI (the message never shows the
+     *     password)
+     */
     public Builder address(String uri) {
       this.address = ConfigValues.redisUri(ADDRESS, uri);
       return this;
     }
 
-    /** Cluster seeds or sentinels: {@code host:port}, {@code redis://host:port}, {@code rediss://host:port}. */
+    /**
+     * Sets the cluster seeds or the sentinels ({@value #NODES}).
+     *
+     * @param nodes {@code host:port}, {@code redis://host:port} or {@code rediss://host:port}
+     *     entries, all with the same scheme
+     * @return this builder
+     * @throws IllegalArgumentException if an entry is not such an address
+     */
     public Builder nodes(List<String> nodes) {
       Objects.requireNonNull(nodes, "nodes");
       this.nodes = nodes.stream().map(n -> ConfigValues.redisUri(NODES, n)).toList();
       return this;
     }
 
+    /**
+     * Sets the master name the sentinels monitor ({@value #SENTINEL_MASTER}); required in
+     * sentinel mode.
+     *
+     * @param name the master name
+     * @return this builder
+     * @throws IllegalArgumentException if it is blank
+     */
     public Builder sentinelMaster(String name) {
       this.sentinelMaster = ConfigValues.nonBlank(SENTINEL_MASTER, name);
       return this;
     }
 
+    /**
+     * Sets the ACL user ({@value #USERNAME}), overriding the address URI's.
+     *
+     * @param username the user name
+     * @return this builder
+     * @throws IllegalArgumentException if it is blank
+     */
     public Builder username(String username) {
       this.username = ConfigValues.nonBlank(USERNAME, username);
       return this;
     }
 
+    /**
+     * Sets the password ({@value #PASSWORD}), overriding the address URI's. Taken verbatim.
+     *
+     * @param password the password
+     * @return this builder
+     */
     public Builder password(String password) {
       this.password = Objects.requireNonNull(password, PASSWORD);
       return this;
     }
 
+    /**
+     * Sets the database index ({@value #DATABASE}), overriding the address URI's path; only 0
+     * is possible in cluster mode.
+     *
+     * @param database the index
+     * @return this builder
+     * @throws IllegalArgumentException if it is negative
+     */
     public Builder database(int database) {
       if (database < 0) {
         throw new IllegalArgumentException(DATABASE + " must not be negative, but was " + database);
@@ -258,11 +350,26 @@ public final class LockClientConfig {
       return this;
     }
 
+    /**
+     * Sets the connect and socket timeout ({@value #TIMEOUT}); the default is 2 s.
+     *
+     * @param timeout a positive duration
+     * @return this builder
+     * @throws IllegalArgumentException if it is not positive
+     */
     public Builder timeout(Duration timeout) {
       this.timeout = ConfigValues.positive(TIMEOUT, timeout);
       return this;
     }
 
+    /**
+     * Sets the number of command connections per node ({@value #POOL_MAX_SIZE}); the default is
+     * 64. Waiting threads use none.
+     *
+     * @param size at least 1
+     * @return this builder
+     * @throws IllegalArgumentException if it is less than 1
+     */
     public Builder poolMaxSize(int size) {
       if (size < 1) {
         throw new IllegalArgumentException(POOL_MAX_SIZE + " must be at least 1, but was " + size);
@@ -271,7 +378,14 @@ public final class LockClientConfig {
       return this;
     }
 
-    /** The watchdog lease; renewed every third of it. At least 300 ms. */
+    /**
+     * Sets the watchdog lease ({@value #WATCHDOG_TIMEOUT}), renewed every third of it; the
+     * default is 30 s.
+     *
+     * @param timeout at least 300 ms
+     * @return this builder
+     * @throws IllegalArgumentException if it is shorter
+     */
     public Builder watchdogTimeout(Duration timeout) {
       ConfigValues.positive(WATCHDOG_TIMEOUT, timeout);
       if (timeout.toMillis() < 300) {
@@ -282,12 +396,25 @@ public final class LockClientConfig {
       return this;
     }
 
+    /**
+     * Sets the prefix of every lock key ({@value #KEY_PREFIX}), taken verbatim; the default is
+     * empty.
+     *
+     * @param prefix e.g. {@code billing:}
+     * @return this builder
+     */
     public Builder keyPrefix(String prefix) {
       this.keyPrefix = Objects.requireNonNull(prefix, KEY_PREFIX);
       return this;
     }
 
-    /** TLS socket factory for {@code rediss://} connections, e.g. one trusting a private CA. */
+    /**
+     * Sets the TLS socket factory for {@code rediss://} connections, e.g. one trusting a private
+     * CA; without one, the JVM's default trust store is used.
+     *
+     * @param factory the factory
+     * @return this builder
+     */
     public Builder sslSocketFactory(SSLSocketFactory factory) {
       this.sslSocketFactory = Objects.requireNonNull(factory, "sslSocketFactory");
       return this;
@@ -297,6 +424,7 @@ public final class LockClientConfig {
      * Checks the settings against each other and the mode, fills credentials and database from
      * the address URI where not set explicitly, and builds the configuration.
      *
+     * @return the configuration
      * @throws IllegalArgumentException naming the keys that contradict each other
      */
     public LockClientConfig build() {

@@ -11,10 +11,21 @@ package dev.holdfast;
 public class LockException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
+  /**
+   * A failure without an underlying exception.
+   *
+   * @param message what failed, naming the lock or the Redis node when there is one
+   */
   public LockException(String message) {
     super(message);
   }
 
+  /**
+   * A failure caused by another exception, typically the Redis client's.
+   *
+   * @param message what failed, naming the lock or the Redis node when there is one
+   * @param cause the underlying exception
+   */
   public LockException(String message, Throwable cause) {
     super(message, cause);
   }

@@ -23,6 +23,16 @@ import java.util.Objects;
  * @param detectedAt when the loss was noticed (not when it happened, which is unknowable)
  */
 public record LockLost(String lockName, long threadId, String reason, Instant detectedAt) {
+  /**
+   * A report; Holdfast creates them, applications only receive them.
+   *
+   * @param lockName   the name given to {@link LockClient#getLock(String)}
+   * @param threadId   the id of the thread that held the lock
+   * @param reason     what was observed, for humans
+   * @param detectedAt when the loss was noticed
+   * @throws NullPointerException if {@code lockName}, {@code reason} or {@code detectedAt} is
+   *     {@code null}
+   */
   public LockLost {
     Objects.requireNonNull(lockName, "lockName");
     Objects.requireNonNull(reason, "reason");

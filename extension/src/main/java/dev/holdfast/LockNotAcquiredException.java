@@ -10,9 +10,19 @@ import java.time.Duration;
 public class LockNotAcquiredException extends LockException {
   private static final long serialVersionUID = 1L;
 
+  /** The resolved lock name. */
   private final String lockName;
+  /** The bound on the wait; {@code null} for an unbounded one. */
   private final Duration waitTime;
 
+  /**
+   * Reports that the lock {@code lockName} was not acquired.
+   *
+   * @param lockName the resolved lock name
+   * @param waitTime the bound on the wait; {@code null} for an unbounded one
+   * @param cause the {@link InterruptedException} if the waiting thread was interrupted, else
+   *     {@code null}
+   */
   public LockNotAcquiredException(String lockName, Duration waitTime, Throwable cause) {
     super("Lock '" + lockName + "' was not acquired within " + describe(waitTime)
         + (cause instanceof InterruptedException ? ": the waiting thread was interrupted" : ""),
@@ -21,12 +31,12 @@ public class LockNotAcquiredException extends LockException {
     this.waitTime = waitTime;
   }
 
-  /** The resolved name of the lock that was not acquired. */
+  /** {@return the resolved name of the lock that was not acquired} */
   public String lockName() {
     return lockName;
   }
 
-  /** How long the caller waited at most; {@code null} when it would have waited forever. */
+  /** {@return how long the caller waited at most; {@code null} when it would have waited forever} */
   public Duration waitTime() {
     return waitTime;
   }

@@ -60,9 +60,12 @@ public @interface Locked {
   /**
    * The lock name, a template: {@code {sku}} is replaced by the parameter named {@code sku}
    * (compile with {@code -parameters}), {@code {0}} by the first parameter, using
-   * {@code String.valueOf}; {@code {{} and {@code }}} stand for literal braces (for a Redis Cluster
-   * hash tag, write {@code "order:{{{id}}}"}). A {@code null} argument fails the call. Empty (the
-   * default) means {@code <declaring class name>.<method name>}.
+   * {@code String.valueOf}; <code>&#123;&#123;</code> and <code>}}</code> stand for literal braces
+   * (for a Redis Cluster hash tag, write {@code "order:{{{id}}}"}, which renders as
+   * {@code order:{42}}). A {@code null} argument fails the call. Empty (the default) means
+   * {@code <declaring class name>.<method name>}.
+   *
+   * @return the lock name template
    */
   @Nonbinding
   String value() default "";
@@ -71,6 +74,8 @@ public @interface Locked {
    * How long to wait for another holder, as a duration ({@code 500ms}, {@code 2s}, {@code PT1M});
    * {@code 0s} means don't wait. Empty (the default) waits as long as it takes, like
    * {@link java.util.concurrent.locks.Lock#lock()}.
+   *
+   * @return the wait as a duration, or empty
    */
   @Nonbinding
   String waitTime() default "";
@@ -78,6 +83,8 @@ public @interface Locked {
   /**
    * The lease, as a duration: the lock frees itself after it, whether or not the method is done.
    * Empty (the default) uses the watchdog: the lock is renewed until the method returns.
+   *
+   * @return the lease as a positive duration, or empty
    */
   @Nonbinding
   String leaseTime() default "";

@@ -5,9 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.holdfast.testing.LogCapture;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.logging.Level;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -102,8 +104,10 @@ class LockClientConfigTest {
       "holdfast.redis.address|http://cache:6379|must start with redis:// or rediss://",
       "holdfast.redis.address|redis://cache|must name a host and a port",
       "holdfast.redis.address|redis://cache:6379/x|the only path allowed is a database index",
-      "holdfast.redis.adress|redis://cache:6379|Unknown configuration key 'holdfast.redis.adress'",
-      "holdfast.watchdog-timout|30s|Unknown configuration key 'holdfast.watchdog-timout'",
+      "holdfast.redis.adress|redis://cache:6379|"
+          + "Unknown configuration key 'holdfast.redis.adress': did you mean 'holdfast.redis.address'?",
+      "holdfast.watchdog-timout|30s|"
+          + "Unknown configuration key 'holdfast.watchdog-timout': did you mean 'holdfast.watchdog-timeout'?",
       "holdfast.redis.mode|cluster|holdfast.redis.nodes is required when holdfast.redis.mode=cluster",
       "holdfast.redis.mode|sentinel|holdfast.redis.nodes is required when holdfast.redis.mode=sentinel"})
   void badValues_failNamingKeyAndValue(String key, String value, String message) {
@@ -137,10 +141,66 @@ class LockClientConfigTest {
   }
 
   @Test
-  void otherLayersKeys_areIgnored() {
-    LockClientConfig c = LockClientConfig.fromProperties(Map.of(
-        "holdfast.locked.wait-time", "2s", "holdfast.\"com.acme.Job/run\".locked.lease-time", "5s"));
-    assertEquals(LockClientConfig.Mode.STANDALONE, c.mode());
+  void otherLayersKeys_andOtherNamespaces_areIgnoredSilently() {
+    try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
+      LockClientConfig c = LockClientConfig.fromProperties(Map.of(
+          "holdfast.locked.wait-time", "2s",
+          "holdfast.\"com.acme.Job/run\".locked.lease-time", "5s",
+          "java.version", "17", "holdfastx.redis.adress", "redis://x:1",
+          "holdfast.redis.timeout", "3s"));
+      assertEquals(Duration.ofSeconds(3), c.timeout());
+      assertEquals(List.of(), log.messages(Level.WARNING));
+    }
+  }
+
+  @Test
+  void foreignKeyUnderHoldfast_isIgnoredWithAWarningNamingIt() {
+    try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
+      LockClientConfig c = LockClientConfig.fromProperties(Map.of(
+          "holdfast.version", "0.1.0-SNAPSHOT", "holdfast.redis.address", "redis://cache:6380"));
+      assertEquals("redis://cache:6380", c.address().toString());
+      List<String> warnings = log.messages(Level.WARNING);
+      assertEquals(1, warnings.size(), warnings.toString());
+      assertTrue(warnings.get(0).startsWith("Unrecognized configuration key 'holdfast.version'"
+          + " was provided; Holdfast ignores it (its closest key is '"), warnings.get(0));
+    }
+  }
+
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "holdfast.redis.cluster.nodes|holdfast.redis.nodes",  // anything under holdfast.redis.
+      "holdfast.keyprefix|holdfast.key-prefix",              // within two edits of a key
+      "holdfast.rediss.address|holdfast.redis.address",
+      "holdfast.watchdog.timeout|holdfast.watchdog-timeout",
+      "holdfast.lock.wait-time|holdfast.locked.wait-time",
+      "holdfast.watchdgo-timeout|holdfast.watchdog-timeout"}) // a transposition is one edit
+  void unknownKeyInOrNearHoldfastsNamespaces_failsWithTheClosestKey(String key, String closest) {
+    try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> LockClientConfig.fromProperties(Map.of(key, "x")));
+      assertTrue(e.getMessage().startsWith("Unknown configuration key '" + key
+          + "': did you mean '" + closest + "'?"), e.getMessage());
+      assertEquals(List.of(), log.messages(Level.WARNING), "an error, not also a warning");
+    }
+  }
+
+  @Test
+  void everyUnknownKey_isNamed() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> LockClientConfig.fromProperties(Map.of(
+            "holdfast.redis.adress", "redis://x:1", "holdfast.key-prefx", "app:")));
+    assertTrue(e.getMessage().contains("'holdfast.redis.adress'")
+        && e.getMessage().contains("'holdfast.key-prefx'"), e.getMessage());
+  }
+
+  @Test
+  void lockClientCreate_followsTheSameRules() {
+    try (LogCapture log = LogCapture.of(LockClientConfig.class.getName());
+        LockClient client = LockClient.create(Map.of("holdfast.version", "1.0"))) {
+      assertTrue(log.messages(Level.WARNING).get(0).contains("'holdfast.version'"));
+    }
+    assertThrows(IllegalArgumentException.class,
+        () -> LockClient.create(Map.of("holdfast.redis.adress", "redis://x:1")));
   }
 
   @Test

@@ -22,23 +22,29 @@ import jakarta.enterprise.lang.model.declarations.MethodInfo;
 import jakarta.enterprise.lang.model.declarations.ParameterInfo;
 import jakarta.enterprise.lang.model.types.Type;
 import jakarta.inject.Named;
+import jakarta.inject.Singleton;
 import java.lang.reflect.Modifier;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.locks.Lock;
 
 /**
  * Holdfast for CDI Lite (Quarkus ArC), which runs only build-compatible extensions. The same
  * behaviour as {@link HoldfastExtension}, through the same validation code: the library's beans
- * are added as scanned classes, {@code @Locked} methods are checked at build time, named locks
- * become synthetic beans, and the run-time configuration is checked at startup by
- * {@link HoldfastStartup}. Skipped where the portable extension runs.
+ * are added as scanned classes, {@code @Locked} methods are checked as written at build time,
+ * named locks become synthetic beans, and the bean classes with {@code @Locked} methods are
+ * recorded in the synthetic {@link LockedOperations} bean, which prepares them all with the
+ * run-time configuration when {@link HoldfastStartup} asks for it as the application starts: a
+ * bad override or client key stops the start. Skipped where the portable extension runs.
  */
 @SkipIfPortableExtensionPresent(HoldfastExtension.class)
 public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtension {
   private final Set<String> lockNames = new TreeSet<>();
+  private final Map<String, ClassInfo> lockedBeanClasses = new TreeMap<>();
 
   /** For the container. */
   public HoldfastBuildCompatibleExtension() {
@@ -46,8 +52,8 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
 
   @Discovery
   public void addLibraryBeans(ScannedClasses scanned) {
-    for (Class<?> type : List.of(LockedInterceptor.class, LockedOperations.class,
-        HoldfastProducer.class, HoldfastStartup.class)) {
+    for (Class<?> type : List.of(LockedInterceptor.class, HoldfastProducer.class,
+        HoldfastStartup.class)) {
       scanned.add(type.getName());
     }
   }
@@ -57,15 +63,25 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
     for (InjectionPointInfo ip : bean.injectionPoints()) {
       collectNamedLock(ip, messages);
     }
-    if (bean.isClassBean()) {
-      for (LockedTarget target : targets(bean.declaringClass())) {
+    if (bean.isClassBean() && !bean.isInterceptor()) {
+      List<LockedTarget> targets = targets(bean.declaringClass());
+      for (LockedTarget target : targets) {
         LockedDefinitions.problems(target).forEach(p -> messages.error(p, bean));
+      }
+      if (mentionsLocked(bean.declaringClass())) {
+        lockedBeanClasses.put(bean.declaringClass().name(), bean.declaringClass());
       }
     }
   }
 
   @Synthesis
-  public void addNamedLockBeans(SyntheticComponents components) {
+  public void addBeans(SyntheticComponents components) {
+    components.addBean(LockedOperations.class)
+        .type(LockedOperations.class)
+        .scope(Singleton.class)
+        .withParam(LockedOperations.BEAN_CLASSES_PARAM,
+            lockedBeanClasses.values().toArray(new ClassInfo[0]))
+        .createWith(LockedOperations.Creator.class);
     for (String name : lockNames) {
       components.addBean(DistributedLock.class)
           .type(DistributedLock.class)
@@ -101,7 +117,7 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
   /** The language-model twin of {@link LockedDefinitions#targets(Class)}. */
   private static List<LockedTarget> targets(ClassInfo beanClass) {
     List<LockedTarget> targets = new ArrayList<>();
-    AnnotationInfo onClass = beanClass.annotation(Locked.class);
+    AnnotationInfo onClass = classAnnotation(beanClass);
     boolean classFinal = Modifier.isFinal(beanClass.modifiers());
     for (MethodInfo m : beanClass.methods()) {
       if (m.isConstructor() || m.declaringClass().name().equals(Object.class.getName())) {
@@ -124,6 +140,39 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
           member(locked, "waitTime"), member(locked, "leaseTime")));
     }
     return targets;
+  }
+
+  /**
+   * Whether {@code @Locked} is on the class, a superclass or an interface, or on a method of
+   * any of them: then the bean's operations are prepared at startup (by reflection, which
+   * decides which methods exactly), without relying on a language model to list inherited
+   * annotations or interface default methods.
+   */
+  private static boolean mentionsLocked(ClassInfo type) {
+    if (type == null) {
+      return false;
+    }
+    if (type.hasAnnotation(Locked.class)
+        || type.methods().stream().anyMatch(m -> m.hasAnnotation(Locked.class))
+        || mentionsLocked(type.superClassDeclaration())) {
+      return true;
+    }
+    return type.superInterfacesDeclarations().stream()
+        .anyMatch(HoldfastBuildCompatibleExtension::mentionsLocked);
+  }
+
+  /**
+   * The class's {@code @Locked}, else its nearest superclass's ({@code @Locked} is
+   * {@code @Inherited}; walked explicitly rather than relying on how a language model treats it).
+   */
+  private static AnnotationInfo classAnnotation(ClassInfo beanClass) {
+    for (ClassInfo c = beanClass; c != null; c = c.superClassDeclaration()) {
+      AnnotationInfo locked = c.annotation(Locked.class);
+      if (locked != null) {
+        return locked;
+      }
+    }
+    return null;
   }
 
   private static String member(AnnotationInfo annotation, String name) {

@@ -1,12 +1,12 @@
 package dev.holdfast.cdi;
 
 import dev.holdfast.LockClientConfig;
-import dev.holdfast.engine.ConfigValues;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -37,13 +37,25 @@ final class HoldfastConfig {
     return configBean.isResolvable() ? configBean.get() : ConfigProvider.getConfig();
   }
 
-  /** The {@code holdfast.*} client keys, for {@code LockClient.create(Map)}. */
+  /**
+   * The client keys that are set, for the {@code LockClient} producer. Only known keys: the
+   * others were reported (as errors or warnings) when the deployment was validated.
+   */
   static Map<String, String> clientProperties(Config config) {
     Map<String, String> properties = new HashMap<>();
     for (String key : LockClientConfig.KEYS) {
       config.getOptionalValue(key, String.class).ifPresent(v -> properties.put(key, v));
     }
-    // Unknown keys in our namespace are passed on so that the client reports them as typos.
+    return properties;
+  }
+
+  /**
+   * Every {@code holdfast.*} key except the {@code @Locked} overrides, for
+   * {@link LockClientConfig#fromProperties}, which decides about unknown ones: an error in the
+   * namespaces Holdfast owns or close to one of its keys, else a logged warning.
+   */
+  private static Map<String, String> validatedProperties(Config config) {
+    Map<String, String> properties = clientProperties(config);
     for (String key : config.getPropertyNames()) {
       if (key.startsWith("holdfast.") && !properties.containsKey(key)
           && !OVERRIDE.matcher(key).matches()) {
@@ -58,13 +70,15 @@ final class HoldfastConfig {
   }
 
   /**
-   * Every configuration mistake we can find without connecting: invalid client keys and
-   * overrides whose member is unknown or whose duration does not parse.
+   * Every configuration mistake we can find without connecting: invalid or unknown client keys,
+   * overrides whose member is unknown, and override values that are invalid — except those of
+   * the keys in {@code checkedOverrides}, which preparing the methods has checked (and reported
+   * naming the method).
    */
-  static List<String> problems(Config config) {
+  static List<String> problems(Config config, Set<String> checkedOverrides) {
     List<String> problems = new ArrayList<>();
     try {
-      LockClientConfig.fromProperties(clientProperties(config));
+      LockClientConfig.fromProperties(validatedProperties(config));
     } catch (IllegalArgumentException e) {
       problems.add("Invalid Holdfast configuration: " + e.getMessage());
     }
@@ -80,15 +94,22 @@ final class HoldfastConfig {
             + LockedDefinitions.WAIT_TIME + " or ." + LockedDefinitions.LEASE_TIME);
         continue;
       }
-      Optional<String> value = config.getOptionalValue(key, String.class);
-      if (value.isPresent() && !value.get().isBlank()) {
+      Optional<String> value = lookup(config).apply(key);
+      if (value.isPresent() && !checkedOverrides.contains(key)) {
         try {
-          ConfigValues.duration(key, value.get());
+          LockedDefinitions.checkOverride(key, member, value.get());
         } catch (IllegalArgumentException e) {
           problems.add("Invalid Holdfast configuration: " + e.getMessage());
         }
       }
     }
     return problems;
+  }
+
+  /** One message for a start that fails with {@code problems} (each names Holdfast already). */
+  static String report(List<String> problems) {
+    return problems.size() == 1 ? problems.get(0)
+        : "Holdfast found " + problems.size() + " problems:\n  - "
+            + String.join("\n  - ", problems);
   }
 }

@@ -17,13 +17,14 @@ import jakarta.enterprise.inject.spi.InjectionPoint;
 import jakarta.enterprise.inject.spi.ProcessInjectionPoint;
 import jakarta.enterprise.inject.spi.ProcessManagedBean;
 import jakarta.inject.Named;
+import jakarta.inject.Singleton;
 import jakarta.enterprise.inject.literal.NamedLiteral;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.locks.Lock;
 import org.eclipse.microprofile.config.ConfigProvider;
 
@@ -31,35 +32,39 @@ import org.eclipse.microprofile.config.ConfigProvider;
  * Holdfast for CDI Full containers (Weld: WildFly, weld-junit5, Open Liberty, Payara).
  *
  * <ul>
- *   <li>Adds the library's own beans (the interceptor, its operation cache, the
- *       {@link LockClient} producer): the jar has no {@code beans.xml}, so they are registered
- *       exactly once, here.</li>
- *   <li>Validates every {@code @Locked} method of every managed bean, and the configuration
- *       (including {@code @Locked} overrides) in {@code AfterDeploymentValidation}: mistakes
- *       fail the deployment.</li>
+ *   <li>Adds the library's own beans (the interceptor, the {@link LockClient} producer): the jar
+ *       has no {@code beans.xml}, so they are registered exactly once, here.</li>
+ *   <li>Checks every {@code @Locked} method of every managed bean as written
+ *       ({@code ProcessManagedBean}), then prepares all of them with the configuration's
+ *       overrides and checks the rest of the configuration ({@code AfterDeploymentValidation}):
+ *       mistakes fail the deployment. The prepared {@link LockedOperations} are the ones the
+ *       interceptor uses.</li>
  *   <li>Adds one {@code @Dependent} bean per name used at a {@code @Named DistributedLock} or
  *       {@code @Named Lock} injection point.</li>
  * </ul>
  */
 public class HoldfastExtension implements Extension {
   private final Set<String> lockNames = ConcurrentHashMap.newKeySet();
-  private final List<LockedTarget> lockedMethods = new CopyOnWriteArrayList<>();
+  private final Set<Class<?>> lockedBeanClasses = ConcurrentHashMap.newKeySet();
+  private volatile LockedOperations operations;
 
   void addLibraryBeans(@Observes BeforeBeanDiscovery discovery, BeanManager beans) {
-    for (Class<?> type : List.of(LockedInterceptor.class, LockedOperations.class,
-        HoldfastProducer.class)) {
+    for (Class<?> type : List.of(LockedInterceptor.class, HoldfastProducer.class)) {
       discovery.addAnnotatedType(beans.createAnnotatedType(type), type.getName());
     }
   }
 
   void checkLockedMethods(@Observes ProcessManagedBean<?> bean) {
     Class<?> beanClass = bean.getAnnotatedBeanClass().getJavaClass();
-    for (LockedTarget target : LockedDefinitions.targets(beanClass)) {
+    Collection<LockedTarget> targets = LockedDefinitions.targets(beanClass).values();
+    boolean valid = true;
+    for (LockedTarget target : targets) {
       List<String> problems = LockedDefinitions.problems(target);
       problems.forEach(p -> bean.addDefinitionError(new DefinitionException(p)));
-      if (problems.isEmpty()) {
-        lockedMethods.add(target);
-      }
+      valid &= problems.isEmpty();
+    }
+    if (valid && !targets.isEmpty()) {
+      lockedBeanClasses.add(beanClass);
     }
   }
 
@@ -100,7 +105,13 @@ public class HoldfastExtension implements Extension {
     return qualifiers;
   }
 
-  void addNamedLockBeans(@Observes AfterBeanDiscovery abd, BeanManager beans) {
+  void addBeans(@Observes AfterBeanDiscovery abd, BeanManager beans) {
+    // Created after AfterDeploymentValidation, which prepared the operations or failed.
+    abd.<LockedOperations>addBean()
+        .beanClass(HoldfastExtension.class)
+        .types(LockedOperations.class, Object.class)
+        .scope(Singleton.class)
+        .createWith(ctx -> operations);
     for (String name : lockNames) {
       abd.<DistributedLock>addBean()
           .beanClass(HoldfastExtension.class)
@@ -111,16 +122,14 @@ public class HoldfastExtension implements Extension {
     }
   }
 
-  void validateConfiguration(@Observes AfterDeploymentValidation adv) {
-    List<String> problems = new ArrayList<>(HoldfastConfig.problems(ConfigProvider.getConfig()));
-    var config = HoldfastConfig.lookup(ConfigProvider.getConfig());
-    for (LockedTarget target : lockedMethods) {
-      try {
-        LockedDefinitions.prepare(target, config);
-      } catch (IllegalArgumentException e) {
-        problems.add(e.getMessage());
-      }
-    }
+  void prepareOperations(@Observes AfterDeploymentValidation adv) {
+    List<String> problems = new ArrayList<>();
+    operations = LockedOperations.prepare(lockedBeanClasses, ConfigProvider.getConfig(), problems);
     problems.forEach(p -> adv.addDeploymentProblem(new DeploymentException(p)));
+  }
+
+  /** The operations prepared at deployment ({@code null} before), for tests. */
+  LockedOperations operations() {
+    return operations;
   }
 }

@@ -5,8 +5,8 @@ import java.util.List;
 
 /**
  * A parsed {@code @Locked} name: literal text and parameter references, so that a call only
- * concatenates. Syntax: {@code {name}} or {@code {index}} is a parameter, {@code {{} and
- * {@code }}} are literal braces.
+ * concatenates. Syntax: {@code {name}} or {@code {index}} is a parameter,
+ * <code>&#123;&#123;</code> and <code>}}</code> are literal braces.
  */
 final class LockNameTemplate {
   /** A literal ({@code parameter < 0}) or a reference to parameter {@code parameter}. */

@@ -2,10 +2,12 @@ package dev.holdfast.cdi;
 
 import dev.holdfast.Locked;
 import dev.holdfast.engine.ConfigValues;
+import jakarta.interceptor.Interceptor;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -13,7 +15,7 @@ import java.util.function.Function;
 
 /**
  * The one place that decides whether a {@code @Locked} method is valid and what it means: used by
- * both extensions at deployment and by the interceptor (through {@link LockedOperations}).
+ * both extensions at deployment, and by {@link LockedOperations} to prepare every operation once.
  * Messages name the class, the method, the annotation member and the bad value.
  */
 final class LockedDefinitions {
@@ -68,7 +70,8 @@ final class LockedDefinitions {
    * Prepares the operation, applying config overrides (method key, class key, global key, then
    * the annotation).
    *
-   * @throws IllegalArgumentException with a message naming the method and the culprit
+   * @throws IllegalArgumentException with a message naming the method, the member, the config key
+   *     (or annotation member) the value came from, and the value
    */
   static LockedOperation prepare(LockedTarget t, Function<String, Optional<String>> config) {
     List<String> problems = problems(t);
@@ -83,12 +86,31 @@ final class LockedDefinitions {
     Duration leaseTime;
     try {
       waitTime = waitTime(wait.getValue(), wait.getKey());
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("Invalid configuration for @Locked.waitTime on "
+          + t.where() + ": " + e.getMessage(), e);
+    }
+    try {
       leaseTime = leaseTime(lease.getValue(), lease.getKey());
     } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("Invalid configuration for @Locked on " + t.where()
-          + ": " + e.getMessage(), e);
+      throw new IllegalArgumentException("Invalid configuration for @Locked.leaseTime on "
+          + t.where() + ": " + e.getMessage(), e);
     }
     return new LockedOperation(t.where(), template(t), waitTime, leaseTime);
+  }
+
+  /**
+   * Checks the value of an override key on its own, for keys no prepared method consulted.
+   *
+   * @param member {@link #WAIT_TIME} or {@link #LEASE_TIME}
+   * @throws IllegalArgumentException naming the key and the value
+   */
+  static void checkOverride(String key, String member, String value) {
+    if (member.equals(WAIT_TIME)) {
+      waitTime(value, key);
+    } else {
+      leaseTime(value, key);
+    }
   }
 
   /** The value in force and where it came from (a config key or the annotation member). */
@@ -138,27 +160,45 @@ final class LockedDefinitions {
   }
 
   /**
-   * Every {@code @Locked} method of a bean class, with the annotation in force (the method's,
-   * else the class's), by reflection. Methods the container never intercepts anyway (private,
-   * static, {@code Object}'s) are reported only when annotated themselves.
+   * Every {@code @Locked} method of a bean class, keyed by the {@link Method} the container passes
+   * to the interceptor, with the annotation in force (the method's, else the bean class's), by
+   * reflection. Inherited methods are included: two bean classes that inherit one method from a
+   * common base get a target each, with their own class-level annotation. Methods the container
+   * never intercepts anyway (private, static, {@code Object}'s) are included only when annotated
+   * themselves, so that they are reported. An interceptor has none: {@code @Locked} on an
+   * interceptor class binds it, and interceptors are not intercepted.
    */
-  static List<LockedTarget> targets(Class<?> beanClass) {
-    List<LockedTarget> targets = new ArrayList<>();
+  static Map<Method, LockedTarget> targets(Class<?> beanClass) {
+    Map<Method, LockedTarget> targets = new LinkedHashMap<>();
+    if (beanClass.isAnnotationPresent(Interceptor.class)) {
+      return targets;
+    }
     Locked onClass = beanClass.getAnnotation(Locked.class);
     for (Class<?> c = beanClass; c != null && c != Object.class; c = c.getSuperclass()) {
       for (Method m : c.getDeclaredMethods()) {
-        if (m.isSynthetic() || m.isBridge() || overridden(beanClass, c, m)) {
-          continue;
-        }
-        Locked own = m.getAnnotation(Locked.class);
-        if (own != null) {
-          targets.add(LockedTarget.of(beanClass, m, own, false));
-        } else if (onClass != null && isBusinessMethod(m)) {
-          targets.add(LockedTarget.of(beanClass, m, onClass, true));
+        if (!m.isSynthetic() && !m.isBridge() && !overridden(beanClass, c, m)) {
+          addTarget(targets, beanClass, onClass, m);
         }
       }
     }
+    // Default methods the class hierarchy does not implement (getMethods() leaves out those it
+    // overrides): the container intercepts them like the class's own.
+    for (Method m : beanClass.getMethods()) {
+      if (m.isDefault() && !m.isSynthetic() && !m.isBridge()) {
+        addTarget(targets, beanClass, onClass, m);
+      }
+    }
     return targets;
+  }
+
+  private static void addTarget(Map<Method, LockedTarget> targets, Class<?> beanClass,
+      Locked onClass, Method m) {
+    Locked own = m.getAnnotation(Locked.class);
+    if (own != null) {
+      targets.put(m, LockedTarget.of(beanClass, m, own, false));
+    } else if (onClass != null && isBusinessMethod(m)) {
+      targets.put(m, LockedTarget.of(beanClass, m, onClass, true));
+    }
   }
 
   private static boolean isBusinessMethod(Method m) {

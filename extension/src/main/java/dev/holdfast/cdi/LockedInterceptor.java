@@ -4,31 +4,47 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
 import jakarta.annotation.Priority;
+import jakarta.enterprise.inject.Intercepted;
+import jakarta.enterprise.inject.spi.Bean;
 import jakarta.inject.Inject;
 import jakarta.interceptor.AroundInvoke;
 import jakarta.interceptor.Interceptor;
 import jakarta.interceptor.InvocationContext;
+import java.lang.reflect.Method;
+import java.util.Map;
 
 /**
- * Runs {@link Locked} methods under their lock. All decisions were made at deployment; a call
- * only renders the name, acquires, proceeds and releases.
+ * Runs {@link Locked} methods under their lock. All decisions were made at deployment: a call
+ * looks up the operation prepared for its bean class and method, renders the name, acquires,
+ * proceeds and releases.
+ *
+ * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
+ * are looked up once, at construction. The bean class is the one the container reports
+ * ({@code @Intercepted Bean}), never the runtime class of the target, which is a
+ * container-generated subclass ({@code Foo$Proxy$_$$_WeldSubclass}, {@code Foo_Subclass}).
  */
 @Locked
 @Interceptor
 @Priority(Locked.PRIORITY)
 public class LockedInterceptor {
   private final LockClient client;
-  private final LockedOperations operations;
+  private final LockedOperations prepared;
+  private final Class<?> beanClass;
+  private final Map<Method, LockedOperation> operations;
 
   @Inject
-  public LockedInterceptor(LockClient client, LockedOperations operations) {
+  public LockedInterceptor(LockClient client, LockedOperations prepared,
+      @Intercepted Bean<?> bean) {
     this.client = client;
-    this.operations = operations;
+    this.prepared = prepared;
+    this.beanClass = bean.getBeanClass();
+    Map<Method, LockedOperation> ops = prepared.forBeanClass(beanClass);
+    this.operations = ops == null ? Map.of() : ops;
   }
 
   @AroundInvoke
   public Object lockAround(InvocationContext ctx) throws Exception {
-    DistributedLock lock = operations.of(ctx).acquire(client, ctx.getParameters());
+    DistributedLock lock = operation(ctx).acquire(client, ctx.getParameters());
     Throwable failure = null;
     try {
       return ctx.proceed();
@@ -45,5 +61,22 @@ public class LockedInterceptor {
         failure.addSuppressed(e);
       }
     }
+  }
+
+  private LockedOperation operation(InvocationContext ctx) {
+    Method method = ctx.getMethod();
+    LockedOperation op = operations.get(method);
+    if (op == null && ctx.getTarget() != null) {
+      // A bean whose reported class is not the one that was prepared: map the instance's
+      // class to its nearest prepared superclass.
+      op = prepared.nearest(ctx.getTarget().getClass(), method);
+    }
+    if (op == null) {
+      throw new IllegalStateException("No @Locked operation was prepared for " + method
+          + " on bean class " + beanClass.getName() + ": Holdfast prepares the @Locked methods of"
+          + " managed beans at deployment; instances intercepted otherwise (InterceptionFactory)"
+          + " are not supported");
+    }
+    return op;
   }
 }

@@ -1,70 +1,129 @@
 package dev.holdfast.cdi;
 
-import dev.holdfast.Locked;
-import jakarta.enterprise.context.ApplicationScoped;
-import jakarta.interceptor.InvocationContext;
-import java.lang.reflect.Method;
-import java.util.Optional;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentMap;
-import java.util.function.Function;
 import jakarta.enterprise.inject.Instance;
-import jakarta.inject.Inject;
+import jakarta.enterprise.inject.build.compatible.spi.Parameters;
+import jakarta.enterprise.inject.build.compatible.spi.SyntheticBeanCreator;
+import jakarta.enterprise.inject.spi.DeploymentException;
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.Function;
 import org.eclipse.microprofile.config.Config;
 
 /**
- * The prepared {@link LockedOperation} of every intercepted method, built on its first call and
- * reused after (deployment validation already proved that preparing cannot fail).
- * Application-scoped so that all interceptor instances share one cache. Thread-safe.
+ * The prepared {@link LockedOperation} of every {@code @Locked} method of every bean, keyed by
+ * bean class and method: two beans inheriting one method with different class-level
+ * {@code @Locked} values have an operation each. Everything is prepared once, when the
+ * application is deployed (portable extension: {@code AfterDeploymentValidation}) or starts
+ * (build-compatible extension: {@link HoldfastStartup}, because run-time configuration is only
+ * readable then); the interceptor only looks operations up. Immutable and thread-safe.
+ *
+ * <p>A {@code @Singleton} synthetic bean (public for container-generated code; not API).
  */
-@ApplicationScoped
-public class LockedOperations {
-  private final ConcurrentMap<Method, LockedOperation> prepared = new ConcurrentHashMap<>();
-  private volatile Function<String, Optional<String>> config;
+public final class LockedOperations {
+  /** The synthetic bean's parameter: the bean classes that have {@code @Locked} methods. */
+  static final String BEAN_CLASSES_PARAM = "beanClasses";
 
-  @Inject
-  Instance<Config> configBean;
+  private final Map<Class<?>, Map<Method, LockedOperation>> byBeanClass;
 
-  /** For the container. */
-  public LockedOperations() {
+  private LockedOperations(Map<Class<?>, Map<Method, LockedOperation>> byBeanClass) {
+    this.byBeanClass = byBeanClass;
   }
 
-  LockedOperation of(InvocationContext ctx) {
-    Method method = ctx.getMethod();
-    LockedOperation op = prepared.get(method);
-    if (op != null) {
-      return op;
+  /**
+   * Prepares the {@code @Locked} methods of these bean classes with the overrides in
+   * {@code config}, and checks the rest of Holdfast's configuration (client keys, override keys
+   * no method consulted). Every problem found is appended to {@code problems}, naming the method,
+   * the annotation member, the config key and the value; the operations of methods with a
+   * problem are left out.
+   */
+  static LockedOperations prepare(Collection<Class<?>> beanClasses, Config config,
+      List<String> problems) {
+    Function<String, Optional<String>> lookup = HoldfastConfig.lookup(config);
+    Set<String> consulted = new HashSet<>();
+    Function<String, Optional<String>> recording = key -> {
+      consulted.add(key);
+      return lookup.apply(key);
+    };
+    // The same inherited method fails once per bean class that inherits it: report it once.
+    Set<String> methodProblems = new LinkedHashSet<>();
+    Map<Class<?>, Map<Method, LockedOperation>> byBeanClass = new LinkedHashMap<>();
+    for (Class<?> beanClass : beanClasses) {
+      Map<Method, LockedOperation> operations = new LinkedHashMap<>();
+      LockedDefinitions.targets(beanClass).forEach((method, target) -> {
+        try {
+          operations.put(method, LockedDefinitions.prepare(target, recording));
+        } catch (IllegalArgumentException e) {
+          methodProblems.add(e.getMessage());
+        }
+      });
+      if (!operations.isEmpty()) {
+        byBeanClass.put(beanClass, Map.copyOf(operations));
+      }
     }
-    return prepared.computeIfAbsent(method, m -> prepare(ctx, m));
+    problems.addAll(HoldfastConfig.problems(config, consulted));
+    problems.addAll(methodProblems);
+    return new LockedOperations(Map.copyOf(byBeanClass));
   }
 
-  private LockedOperation prepare(InvocationContext ctx, Method method) {
-    Locked locked = binding(ctx, method);
-    boolean classLevel = method.getAnnotation(Locked.class) == null;
-    Class<?> beanClass = ctx.getTarget() == null ? method.getDeclaringClass()
-        : ctx.getTarget().getClass();
-    LockedTarget target = LockedTarget.of(beanClass, method, locked, classLevel);
-    return LockedDefinitions.prepare(target, config());
+  /** The operations of one bean class, or {@code null} if it has none. */
+  Map<Method, LockedOperation> forBeanClass(Class<?> beanClass) {
+    return byBeanClass.get(beanClass);
   }
 
-  private static Locked binding(InvocationContext ctx, Method method) {
-    // InvocationContext.getInterceptorBinding is CDI 4.1; read the annotation as 4.0 allows.
-    Locked locked = method.getAnnotation(Locked.class);
-    if (locked == null && ctx.getTarget() != null) {
-      locked = ctx.getTarget().getClass().getAnnotation(Locked.class); // @Inherited
+  /**
+   * The operation for {@code method} of an instance of {@code runtimeClass}: of the nearest
+   * class, from {@code runtimeClass} up, that was prepared. For instances whose bean class the
+   * container did not say (a subclass proxy such as {@code Foo$Proxy$_$$_WeldSubclass} or
+   * {@code Foo_Subclass} maps to {@code Foo}).
+   *
+   * @return the operation, or {@code null} if none was prepared
+   */
+  LockedOperation nearest(Class<?> runtimeClass, Method method) {
+    for (Class<?> c = runtimeClass; c != null; c = c.getSuperclass()) {
+      Map<Method, LockedOperation> operations = byBeanClass.get(c);
+      if (operations != null) {
+        return operations.get(method);
+      }
     }
-    if (locked == null) {
-      throw new IllegalStateException("No @Locked binding found for " + method);
-    }
-    return locked;
+    return null;
   }
 
-  private Function<String, Optional<String>> config() {
-    Function<String, Optional<String>> c = config;
-    if (c == null) {
-      c = HoldfastConfig.lookup(HoldfastConfig.current(configBean));
-      config = c;
+  /** How many operations were prepared, over all bean classes. */
+  int size() {
+    return byBeanClass.values().stream().mapToInt(Map::size).sum();
+  }
+
+  /**
+   * Creates the build-compatible extension's bean at run time: prepares every operation with the
+   * run-time configuration.
+   */
+  public static final class Creator implements SyntheticBeanCreator<LockedOperations> {
+    /** For the container. */
+    public Creator() {
     }
-    return c;
+
+    /**
+     * @throws DeploymentException listing every problem, so that the application does not start
+     */
+    @Override
+    public LockedOperations create(Instance<Object> lookup, Parameters params) {
+      Class<?>[] beanClasses = params.get(BEAN_CLASSES_PARAM, Class[].class, new Class<?>[0]);
+      Config config = HoldfastConfig.current(lookup.select(Config.class));
+      List<String> problems = new ArrayList<>();
+      LockedOperations operations = prepare(Arrays.asList(beanClasses), config, problems);
+      if (!problems.isEmpty()) {
+        throw new DeploymentException(HoldfastConfig.report(problems));
+      }
+      return operations;
+    }
   }
 }

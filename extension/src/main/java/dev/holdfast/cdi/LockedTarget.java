@@ -10,7 +10,7 @@ import java.util.List;
 /**
  * A method that carries {@link Locked}, described without reflection or CDI language-model types
  * so that the portable extension (reflection), the build-compatible extension (language model)
- * and the interceptor share one validation.
+ * and {@link LockedOperations} (reflection, at deployment or startup) share one validation.
  *
  * @param className      the name of the class that declares the method
  * @param methodName     the method's name

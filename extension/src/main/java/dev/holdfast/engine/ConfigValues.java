@@ -8,7 +8,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.format.DateTimeParseException;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -29,7 +28,6 @@ public final class ConfigValues {
   /** Copies the {@code holdfast.*} client keys of {@code properties} onto {@code builder}. */
   public static LockClientConfig.Builder read(Map<String, String> properties,
       LockClientConfig.Builder builder) {
-    rejectUnknownKeys(properties);
     String mode = value(properties, LockClientConfig.MODE);
     if (mode != null) {
       builder.mode(mode(mode));
@@ -233,18 +231,5 @@ public final class ConfigValues {
       return null;
     }
     return v.trim();
-  }
-
-  /** Typos in our own namespace would otherwise silently fall back to defaults. */
-  private static void rejectUnknownKeys(Map<String, String> properties) {
-    List<String> known = LockClientConfig.KEYS;
-    for (String key : properties.keySet()) {
-      boolean ours = key.startsWith("holdfast.redis.")
-          || (key.startsWith("holdfast.") && key.indexOf('.', "holdfast.".length()) < 0);
-      if (ours && !known.contains(key)) {
-        throw new IllegalArgumentException("Unknown configuration key '" + key
-            + "'; Holdfast client keys are " + known);
-      }
-    }
   }
 }

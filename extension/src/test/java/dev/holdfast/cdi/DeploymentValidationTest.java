@@ -1,15 +1,21 @@
 package dev.holdfast.cdi;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockClientConfig;
 import dev.holdfast.Locked;
+import dev.holdfast.testing.LogCapture;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.context.Dependent;
 import jakarta.inject.Inject;
 import jakarta.inject.Named;
+import java.util.List;
 import java.util.Map;
+import java.util.logging.Level;
 import org.jboss.weld.environment.se.WeldContainer;
 import org.jboss.weld.junit5.WeldInitiator;
 import org.junit.jupiter.api.AfterEach;
@@ -180,7 +186,37 @@ class DeploymentValidationTest {
   void misspelledClientKey_isReported() {
     config.close();
     config = TestConfig.of(Map.of("holdfast.redis.adress", "redis://x:1"));
-    assertFails("Unknown configuration key 'holdfast.redis.adress'", Valid.class);
+    assertFails("Unknown configuration key 'holdfast.redis.adress': "
+        + "did you mean 'holdfast.redis.address'?", Valid.class);
+  }
+
+  @Test
+  void misspelledTopLevelKey_isReported() {
+    config.close();
+    config = TestConfig.of(Map.of("holdfast.watchdog-timout", "10s"));
+    assertFails("Unknown configuration key 'holdfast.watchdog-timout': "
+        + "did you mean 'holdfast.watchdog-timeout'?", Valid.class);
+  }
+
+  @Test
+  void foreignKeyUnderHoldfast_deploysWithOneWarningNamingIt() {
+    // As a build passing -Dholdfast.version=... (Maven's usual name for a dependency's version).
+    System.setProperty("holdfast.version", "0.1.0-SNAPSHOT");
+    try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
+      config.close();
+      config = TestConfig.of(Map.of());
+      try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+          .addBeanClasses(Valid.class).initialize()) {
+        assertTrue(c.isRunning());
+        c.select(LockClient.class).get().getClientId(); // the producer reads the config again
+      }
+      // Only this key's: the harness's own -Dholdfast.redis-server=... would be warned about too.
+      List<String> warnings = log.messages(Level.WARNING).stream()
+          .filter(w -> w.contains("'holdfast.version'")).toList();
+      assertEquals(1, warnings.size(), "warned once, at deployment: " + log.messages(Level.WARNING));
+    } finally {
+      System.clearProperty("holdfast.version");
+    }
   }
 
   @Test
