@@ -48,6 +48,8 @@ final class Hold {
   private long epoch;
   /** Guarded by this. */
   private int renewalsInFlight;
+  /** Released by its final unlock; guarded by this. */
+  private boolean retired;
   /** Guarded by this. */
   ScheduledFuture<?> deadlineTask;
   /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
@@ -194,9 +196,18 @@ final class Hold {
 
   // ---- watchdog ----
 
-  /** The epoch to check a renewal against, or -1 while the holder has a call in flight. */
-  synchronized long idleEpoch() {
-    return (epoch & 1) == 0 ? epoch : -1;
+  /**
+   * Registers a renewal about to be sent.
+   *
+   * @return the epoch to check its answer against, or -1 if it must not be sent: the holder has
+   *     a call in flight (which renews the lease itself) or the hold was released
+   */
+  synchronized long startRenewal() {
+    if ((epoch & 1) != 0 || retired || !active() || !watchdog) {
+      return -1;
+    }
+    renewalsInFlight++;
+    return epoch;
   }
 
   synchronized boolean unchangedSince(long snapshot) {
@@ -210,20 +221,18 @@ final class Hold {
     }
   }
 
-  synchronized void renewalStarted() {
-    renewalsInFlight++;
-  }
-
   synchronized void renewalEnded() {
     renewalsInFlight--;
     notifyAll();
   }
 
   /**
-   * Waits until no renewal of this hold is in flight, so that none can extend a later hold of
-   * the same thread (a renewal checks only that the thread's field exists).
+   * The final unlock succeeded: no renewal may start from now on, and this waits until none is
+   * in flight, so that none can extend a later hold of the same thread (a renewal checks only
+   * that the thread's field exists).
    */
-  synchronized void awaitRenewals(long maxNanos) {
+  synchronized void retire(long maxNanos) {
+    retired = true;
     long end = System.nanoTime() + maxNanos;
     boolean interrupted = false;
     while (renewalsInFlight > 0) {

@@ -107,9 +107,8 @@ final class LeaseWatchdog {
     List<Hold> batch = new ArrayList<>(candidates.size());
     List<Long> epochs = new ArrayList<>(candidates.size());
     for (Hold h : candidates) {
-      long epoch = h.idleEpoch();
-      // A holder with a call in flight renews the lease itself with that call.
-      if (epoch >= 0 && h.active() && h.watchdog()) {
+      long epoch = h.startRenewal();
+      if (epoch >= 0) {
         batch.add(h);
         epochs.add(epoch);
       }
@@ -123,7 +122,6 @@ final class LeaseWatchdog {
     for (Hold h : batch) {
       keys.add(h.names.key());
       args.add(h.field);
-      h.renewalStarted();
     }
     try {
       long sentAt = System.nanoTime();

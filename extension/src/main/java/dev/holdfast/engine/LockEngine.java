@@ -300,7 +300,7 @@ public final class LockEngine implements AutoCloseable {
   void forget(Hold hold) {
     holds.remove(hold.id, hold);
     cancelDeadline(hold);
-    hold.awaitRenewals(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
+    hold.retire(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
   }
 
   /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */
