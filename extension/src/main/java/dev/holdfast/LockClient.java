@@ -76,6 +76,18 @@ public final class LockClient implements AutoCloseable {
   }
 
   /**
+   * A handle on the lock called {@code name} whose holds carry fencing tokens. It is the same
+   * lock as {@link #getLock(String)} returns for that name: both exclude each other.
+   *
+   * @param name the lock's name, shared by every process that means the same lock
+   * @return a handle on the lock
+   * @throws IllegalArgumentException if the name is empty or has a malformed hash tag
+   */
+  public FencedLock getFencedLock(String name) {
+    return engine.fencedLock(name);
+  }
+
+  /**
    * Registers a listener told when a lock held by this client is lost (see {@link LockLost}):
    * once per lost hold. Listeners run on the client's own event thread, one event at a time in
    * the order the losses were found, never on the thread that renews leases: a slow listener

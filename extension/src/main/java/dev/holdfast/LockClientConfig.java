@@ -82,13 +82,27 @@ public final class LockClientConfig {
   public static final String WATCHDOG_TIMEOUT = "holdfast.watchdog-timeout";
   /** {@value}: prepended verbatim to every lock key. */
   public static final String KEY_PREFIX = "holdfast.key-prefix";
+  /**
+   * {@value}: which replica acknowledgements a lock-state change waits for: {@code auto} (the
+   * default: the replicas connected at that moment, if any), {@code none}, or a positive number.
+   * See {@link Builder#syncReplicas(int)}.
+   */
+  public static final String SYNC_REPLICAS = "holdfast.redis.sync-replicas";
+  /** {@value}: how long a lock-state change waits for replica acknowledgements, a duration. */
+  public static final String SYNC_TIMEOUT = "holdfast.redis.sync-timeout";
+
+  /** The {@link #syncReplicas()} value meaning {@code auto}. */
+  public static final int SYNC_REPLICAS_AUTO = -1;
+  /** The {@link #syncReplicas()} value meaning {@code none}. */
+  public static final int SYNC_REPLICAS_NONE = 0;
 
   /**
    * Every key this class reads. Other keys in Holdfast's namespaces are rejected as typos; see
    * {@link #fromProperties(Map)}.
    */
   public static final List<String> KEYS = List.of(MODE, ADDRESS, NODES, SENTINEL_MASTER, USERNAME,
-      PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX);
+      PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX, SYNC_REPLICAS,
+      SYNC_TIMEOUT);
 
   static final String DEFAULT_ADDRESS = "redis://localhost:6379";
 
@@ -103,6 +117,8 @@ public final class LockClientConfig {
   private final int poolMaxSize;
   private final Duration watchdogTimeout;
   private final String keyPrefix;
+  private final int syncReplicas;
+  private final Duration syncTimeout;
   private final SSLSocketFactory sslSocketFactory;
 
   private LockClientConfig(Builder b) {
@@ -117,6 +133,8 @@ public final class LockClientConfig {
     this.poolMaxSize = b.poolMaxSize;
     this.watchdogTimeout = b.watchdogTimeout;
     this.keyPrefix = b.keyPrefix;
+    this.syncReplicas = b.syncReplicas;
+    this.syncTimeout = b.syncTimeout;
     this.sslSocketFactory = b.sslSocketFactory;
   }
 
@@ -211,6 +229,19 @@ public final class LockClientConfig {
     return keyPrefix;
   }
 
+  /**
+   * {@return the replica acknowledgements every lock-state change waits for}:
+   * {@link #SYNC_REPLICAS_AUTO}, {@link #SYNC_REPLICAS_NONE} or a positive number
+   */
+  public int syncReplicas() {
+    return syncReplicas;
+  }
+
+  /** {@return how long a lock-state change waits for replica acknowledgements} */
+  public Duration syncTimeout() {
+    return syncTimeout;
+  }
+
   /** {@return whether connections use TLS ({@code rediss://} addresses)} */
   public boolean tls() {
     return mode == Mode.STANDALONE
@@ -232,7 +263,10 @@ public final class LockClientConfig {
         + (username == null ? "" : ", username=" + username)
         + (password == null ? "" : ", password=***")
         + ", database=" + database + ", timeout=" + timeout + ", poolMaxSize=" + poolMaxSize
-        + ", watchdogTimeout=" + watchdogTimeout + ", keyPrefix='" + keyPrefix + "'}";
+        + ", watchdogTimeout=" + watchdogTimeout + ", keyPrefix='" + keyPrefix + "'"
+        + ", syncReplicas=" + (syncReplicas == SYNC_REPLICAS_AUTO ? "auto"
+            : syncReplicas == SYNC_REPLICAS_NONE ? "none" : Integer.toString(syncReplicas))
+        + ", syncTimeout=" + syncTimeout + "}";
   }
 
   /**
@@ -251,6 +285,8 @@ public final class LockClientConfig {
     private int poolMaxSize = 64;
     private Duration watchdogTimeout = Duration.ofSeconds(30);
     private String keyPrefix = "";
+    private int syncReplicas = SYNC_REPLICAS_AUTO;
+    private Duration syncTimeout = Duration.ofSeconds(1);
     private SSLSocketFactory sslSocketFactory;
 
     private Builder() {
@@ -405,6 +441,49 @@ public final class LockClientConfig {
      */
     public Builder keyPrefix(String prefix) {
       this.keyPrefix = Objects.requireNonNull(prefix, KEY_PREFIX);
+      return this;
+    }
+
+    /**
+     * Sets which replica acknowledgements every lock-state change (acquisition, re-entry,
+     * release, renewal, force-release) waits for with {@code WAIT} ({@value #SYNC_REPLICAS}):
+     * <ul>
+     *   <li>{@link #SYNC_REPLICAS_AUTO} (the default): the replicas connected to the master at that
+     *       moment; when some are connected but none acknowledged within
+     *       {@link #syncTimeout(Duration)}, an acquisition is rolled back and not granted. With no
+     *       replica connected nothing is waited for and no round trip is added.</li>
+     *   <li>{@link #SYNC_REPLICAS_NONE}: never waits (no {@code WAIT} is sent).</li>
+     *   <li>a positive number: at least that many replicas must acknowledge, else an acquisition
+     *       is rolled back and not granted.</li>
+     * </ul>
+     * A release or renewal that was not acknowledged is reported (logged), and an unacknowledged
+     * renewal does not extend the hold's confirmed lease. {@code WAIT} narrows the failover window
+     * of asynchronous replication; it is not consensus.
+     *
+     * @param replicas {@link #SYNC_REPLICAS_AUTO}, {@link #SYNC_REPLICAS_NONE} or a positive number
+     * @return this builder
+     * @throws IllegalArgumentException if it is none of these
+     */
+    public Builder syncReplicas(int replicas) {
+      if (replicas < SYNC_REPLICAS_AUTO) {
+        throw new IllegalArgumentException(SYNC_REPLICAS + " must be auto (" + SYNC_REPLICAS_AUTO
+            + "), none (" + SYNC_REPLICAS_NONE + ") or a positive number, but was " + replicas);
+      }
+      this.syncReplicas = replicas;
+      return this;
+    }
+
+    /**
+     * Sets how long a lock-state change waits for replica acknowledgements
+     * ({@value #SYNC_TIMEOUT}); the default is 1 s.
+     *
+     * @param timeout positive
+     * @return this builder
+     * @throws IllegalArgumentException if it is not positive
+     */
+    public Builder syncTimeout(Duration timeout) {
+      ConfigValues.positive(SYNC_TIMEOUT, timeout);
+      this.syncTimeout = timeout;
       return this;
     }
 

@@ -88,4 +88,13 @@ public @interface Locked {
    */
   @Nonbinding
   String leaseTime() default "";
+
+  /**
+   * Whether the lock is a {@link FencedLock}: the method can read its hold's fencing token with
+   * {@link FencingToken#current()} and pass it to the resource it protects.
+   *
+   * @return whether the hold carries a fencing token
+   */
+  @Nonbinding
+  boolean fenced() default false;
 }

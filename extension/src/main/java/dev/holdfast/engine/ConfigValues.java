@@ -70,6 +70,14 @@ public final class ConfigValues {
     if (watchdog != null) {
       builder.watchdogTimeout(duration(LockClientConfig.WATCHDOG_TIMEOUT, watchdog));
     }
+    String sync = value(properties, LockClientConfig.SYNC_REPLICAS);
+    if (sync != null) {
+      builder.syncReplicas(syncReplicas(sync));
+    }
+    String syncTimeout = value(properties, LockClientConfig.SYNC_TIMEOUT);
+    if (syncTimeout != null) {
+      builder.syncTimeout(duration(LockClientConfig.SYNC_TIMEOUT, syncTimeout));
+    }
     // A prefix is taken verbatim: "app: " is a legal, if odd, prefix.
     String prefix = properties.get(LockClientConfig.KEY_PREFIX);
     if (prefix != null) {
@@ -223,6 +231,26 @@ public final class ConfigValues {
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException(key + "='" + value + "' is not a whole number");
     }
+  }
+
+  private static int syncReplicas(String text) {
+    String v = text.toLowerCase(Locale.ROOT);
+    if (v.equals("auto")) {
+      return LockClientConfig.SYNC_REPLICAS_AUTO;
+    }
+    if (v.equals("none")) {
+      return LockClientConfig.SYNC_REPLICAS_NONE;
+    }
+    try {
+      int n = Integer.parseInt(v);
+      if (n > 0) {
+        return n;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new IllegalArgumentException(LockClientConfig.SYNC_REPLICAS
+        + " must be 'auto', 'none' or a positive number of replicas, but was '" + text + "'");
   }
 
   private static String value(Map<String, String> properties, String key) {

@@ -39,6 +39,7 @@ final class Hold {
   private Pending pendingRelease;
 
   private volatile int count;
+  private volatile long token;
   private volatile boolean watchdog;
   private volatile long confirmedUntil;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
@@ -78,6 +79,15 @@ final class Hold {
 
   int count() {
     return count;
+  }
+
+  /** The hold's fencing token; 0 if none was assigned. */
+  long token() {
+    return token;
+  }
+
+  void token(long token) {
+    this.token = token;
   }
 
   boolean watchdog() {

@@ -1,6 +1,7 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencedLock;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockLost;
 import java.lang.System.Logger.Level;
@@ -113,7 +114,12 @@ public final class LockEngine implements AutoCloseable {
 
   /** A handle on lock {@code name}; no I/O. */
   public DistributedLock lock(String name) {
-    return new RedisLock(this, LockNames.of(config.keyPrefix(), name));
+    return new RedisLock(this, LockNames.of(config.keyPrefix(), name), false);
+  }
+
+  /** A handle on lock {@code name} whose holds carry fencing tokens; no I/O. */
+  public FencedLock fencedLock(String name) {
+    return new RedisLock(this, LockNames.of(config.keyPrefix(), name), true);
   }
 
   /** The id that prefixes this client's hash fields: {@code <clientId>:<threadId>}. */

@@ -1,14 +1,15 @@
 package dev.holdfast.engine;
 
 /**
- * The Redis names of one lock: its key, its unlock channel and its release markers, all in the
- * key's hash slot. Channel naming is Redisson's, so both libraries wake each other's waiters.
+ * The Redis names of one lock: its key, its unlock channel, its request markers and its fencing
+ * token key, all in the key's hash slot. Channel naming is Redisson's, so both libraries wake each other's waiters.
  * Keys (lock and markers) start with the key prefix; the channel cannot, to stay Redisson's.
  */
-record LockNames(String name, String key, String channel, String markerPrefix) {
+record LockNames(String name, String key, String channel, String markerPrefix, String tokenKey) {
 
   private static final String CHANNEL_PREFIX = "redisson_lock__channel:";
   private static final String MARKER_PREFIX = "holdfast_unlock_marker:";
+  private static final String TOKEN_PREFIX = "holdfast_fence:";
 
   /**
    * Derives the names for lock {@code name} under {@code keyPrefix}.
@@ -31,7 +32,7 @@ record LockNames(String name, String key, String channel, String markerPrefix) {
     String slotted = tagged ? key : "{" + key + "}";
     // Markers live under the key prefix, so an ACL user limited to '~<prefix>*' may write them.
     return new LockNames(name, key, CHANNEL_PREFIX + slotted,
-        keyPrefix + MARKER_PREFIX + slotted + ":");
+        keyPrefix + MARKER_PREFIX + slotted + ":", keyPrefix + TOKEN_PREFIX + slotted);
   }
 
   private static boolean hasHashTag(String key) {

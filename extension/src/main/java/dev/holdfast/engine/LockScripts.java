@@ -41,32 +41,54 @@ final class LockScripts {
    * <pre>
    * KEYS[1] lock key
    * KEYS[2] marker key of this request
+   * KEYS[3] fencing token key of the lock
    * ARGV[1] lease in ms the new section needs
    * ARGV[2] hash field of the caller: clientId:threadId
    * ARGV[3] the hold count the caller believes it has (0: it believes it holds nothing)
    * ARGV[4] '1' to seal (record the outcome in the marker), '0' not to
    * ARGV[5] how long a marker lives, in ms
-   * returns {1, count, pttl}  the caller holds the lock with that count; the key expires in pttl
-   *         {0, pttl, 0}      someone else holds it (pttl -1: a lock without expiry)
-   *         {-1, 0, 0}        a re-entry whose hold is gone: refused, nothing changed
-   *         {-2, count, 0}    the field's count is not what the caller can have: nothing changed
-   *         {-3, 0, 0}        this request was resolved (cancelled) earlier: nothing changed
+   * ARGV[6] '1' to assign a fencing token with the grant, '0' not to
+   * ARGV[7] how long the token key lives after the last fenced grant, in ms
+   * returns {1, count, pttl, token}  the caller holds the lock with that count; the key expires
+   *                                  in pttl; token is the new fencing token (0 if none assigned)
+   *         {0, pttl, 0, 0}   someone else holds it (pttl -1: a lock without expiry)
+   *         {-1, 0, 0, 0}     a re-entry whose hold is gone: refused, nothing changed
+   *         {-2, count, 0, 0} the field's count is not what the caller can have: nothing changed
+   *         {-3, 0, 0, 0}     this request was resolved (cancelled) earlier: nothing changed
    * </pre>
    *
    * A fresh acquisition that finds the caller's own field with count 1 takes it over: it is this
    * request's replay or the leftover of an earlier uncertain one of the same thread, which holds
    * nothing else. A re-entry never shortens the key's expiry below what it was.
+   *
+   * <p>A fencing token is the larger of the last token plus one and the server's clock in
+   * microseconds, so tokens only grow even after the token key is gone (expired, or lost in a
+   * restart without persistence); it stays below 2^53, exact in Lua's numbers.
    */
   static final LockScript ACQUIRE = new LockScript("acquire", """
+      local function token()
+        if ARGV[6] ~= '1' then
+          return 0
+        end
+        local time = redis.call('time')
+        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
+        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
+        return next
+      end
       local marker = redis.call('get', KEYS[2])
       if marker then
         local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
         if kind == 'd' then
-          return {1, value, redis.call('pttl', KEYS[1])}
+          local last = 0
+          if ARGV[6] == '1' then
+            last = tonumber(redis.call('get', KEYS[3]) or '0')
+          end
+          return {1, value, redis.call('pttl', KEYS[1]), last}
         elseif kind == 'n' then
-          return {0, value, 0}
+          return {0, value, 0, 0}
         end
-        return {-3, 0, 0}
+        return {-3, 0, 0, 0}
       end
       local lease = tonumber(ARGV[1])
       local expected = tonumber(ARGV[3])
@@ -78,21 +100,21 @@ final class LockScripts {
           if ARGV[4] == '1' then
             redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
           end
-          return {0, pttl, 0}
+          return {0, pttl, 0, 0}
         elseif count > 1 then
-          return {-2, count, 0}
+          return {-2, count, 0, 0}
         end
         if ARGV[4] == '1' then
           redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
         end
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], lease)
-        return {1, 1, lease}
+        return {1, 1, lease, token()}
       end
       if count == 0 then
-        return {-1, 0, 0}
+        return {-1, 0, 0, 0}
       elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0}
+        return {-2, count, 0, 0}
       end
       if ARGV[4] == '1' then
         redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
@@ -105,7 +127,7 @@ final class LockScripts {
         redis.call('pexpire', KEYS[1], lease)
         pttl = lease
       end
-      return {1, count, pttl}
+      return {1, count, pttl, token()}
       """);
 
   /**

@@ -1,6 +1,7 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencedLock;
 import dev.holdfast.LockException;
 import java.time.Duration;
 import java.util.List;
@@ -23,7 +24,7 @@ import redis.clients.jedis.exceptions.JedisException;
  * background. An unlock that gets no answer is re-sent by the next unlock of that hold, and
  * settled first by a re-entry. Nothing uncertain is ever left for the watchdog to renew.
  */
-final class RedisLock implements DistributedLock {
+final class RedisLock implements FencedLock {
   /** The longest lease accepted: Redis and the local deadline arithmetic stay far from overflow. */
   static final long MAX_LEASE_MILLIS = Duration.ofDays(365).toMillis();
   /** Returned by {@link Attempt#tryOnce} when the lock was acquired. */
@@ -36,13 +37,18 @@ final class RedisLock implements DistributedLock {
   private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = Hold.WATCHDOG;
   private static final long FOREVER = -1;
+  /** How long a lock's fencing token key outlives its last fenced grant. */
+  static final long TOKEN_KEY_MILLIS = Duration.ofHours(1).toMillis();
 
   private final LockEngine engine;
   private final LockNames names;
+  /** Whether acquisitions through this handle assign fencing tokens. */
+  private final boolean fenced;
 
-  RedisLock(LockEngine engine, LockNames names) {
+  RedisLock(LockEngine engine, LockNames names, boolean fenced) {
     this.engine = engine;
     this.names = names;
+    this.fenced = fenced;
   }
 
   @Override
@@ -89,6 +95,54 @@ final class RedisLock implements DistributedLock {
       throws InterruptedException {
     long lease = leaseMillis(leaseTime, unit);
     return acquire(waitNanos(waitTime, unit), lease, true);
+  }
+
+  @Override
+  public Long lockAndGetToken() {
+    lock();
+    return heldToken();
+  }
+
+  @Override
+  public Long lockAndGetToken(long leaseTime, TimeUnit unit) {
+    lock(leaseTime, unit);
+    return heldToken();
+  }
+
+  @Override
+  public Long tryLockAndGetToken() {
+    return tryLock() ? heldToken() : null;
+  }
+
+  @Override
+  public Long tryLockAndGetToken(long waitTime, TimeUnit unit) throws InterruptedException {
+    return tryLock(waitTime, unit) ? heldToken() : null;
+  }
+
+  @Override
+  public Long tryLockAndGetToken(long waitTime, long leaseTime, TimeUnit unit)
+      throws InterruptedException {
+    return tryLock(waitTime, leaseTime, unit) ? heldToken() : null;
+  }
+
+  @Override
+  public Long getToken() {
+    Hold hold = engine.holds().get(new Hold.Id(names.key(), Thread.currentThread().getId()));
+    if (hold == null || hold.count() == 0 || !hold.believedAt(System.nanoTime())
+        || hold.token() == 0) {
+      return null;
+    }
+    return hold.token();
+  }
+
+  /** The token of the hold just acquired through this fenced handle. */
+  private Long heldToken() {
+    Hold hold = engine.holds().get(new Hold.Id(names.key(), Thread.currentThread().getId()));
+    if (hold == null || hold.token() == 0) {
+      throw new IllegalStateException("Lock '" + names.name() + "' has no fencing token: "
+          + "use LockClient.getFencedLock for fenced holds");
+    }
+    return hold.token();
   }
 
   private void acquireUninterruptibly(long leaseMillis) {
@@ -234,6 +288,7 @@ final class RedisLock implements DistributedLock {
       }
       long lease = leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
       String request = requestId;
+      String assignToken = fenced && (hold == null || hold.token() == 0) ? "1" : "0";
       List<?> reply;
       long sentAt = System.nanoTime();
       if (hold != null) {
@@ -241,9 +296,10 @@ final class RedisLock implements DistributedLock {
       }
       try {
         reply = (List<?>) engine.topology().eval(LockScripts.ACQUIRE,
-            List.of(names.key(), names.markerPrefix() + request),
+            List.of(names.key(), names.markerPrefix() + request, names.tokenKey()),
             sealed -> List.of(Long.toString(lease), field, Integer.toString(expected),
-                sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed))),
+                sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
+                Long.toString(TOKEN_KEY_MILLIS + lease)),
             resend);
         uncertain = false;
       } catch (RedisUnavailableException e) {
@@ -260,7 +316,7 @@ final class RedisLock implements DistributedLock {
         return value;
       }
       if (status == 1 && value == expected + 1) {
-        return opened(hold, expected, lease, sentAt, number(reply.get(2)));
+        return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)));
       }
       if (status == -1 && hold != null) {
         engine.lose(hold, "a re-entry found the lock no longer held by this thread: it expired, "
@@ -285,7 +341,8 @@ final class RedisLock implements DistributedLock {
       throw lostBeforeReentry(hold);
     }
 
-    private long opened(Hold hold, int expected, long lease, long sentAt, long pttl) {
+    private long opened(Hold hold, int expected, long lease, long sentAt, long pttl,
+        long token) {
       Hold h = hold;
       if (h == null) {
         h = new Hold(names, threadId, field);
@@ -301,6 +358,9 @@ final class RedisLock implements DistributedLock {
         throw lostBeforeReentry(h);
       }
       long ttl = pttl > 0 ? pttl : lease;
+      if (token > 0) {
+        h.token(token);
+      }
       h.opened(new Hold.Section(leaseMillis == WATCHDOG, lease,
           sentAt + millisToNanos(lease)), LockEngine.confirmedUntil(sentAt, ttl));
       engine.watchDeadline(h);

@@ -142,9 +142,9 @@ class IdempotenceTest {
     RedisTopology topology = engine.topology();
     List<String> acquireKeys = List.of("manual", "holdfast_unlock_marker:{manual}:a1");
     List<String> firstAcquire = List.of("10000", field, "0", "0", "60000");
-    assertEquals(List.of(1L, 1L, 10000L), topology.eval(LockScripts.ACQUIRE, acquireKeys,
+    assertEquals(List.of(1L, 1L, 10000L, 0L), topology.eval(LockScripts.ACQUIRE, acquireKeys,
         firstAcquire));
-    assertEquals(List.of(1L, 1L, 10000L), topology.eval(LockScripts.ACQUIRE, acquireKeys,
+    assertEquals(List.of(1L, 1L, 10000L, 0L), topology.eval(LockScripts.ACQUIRE, acquireKeys,
         firstAcquire));
     List<String> reentryKeys = List.of("manual", "holdfast_unlock_marker:{manual}:a2");
     List<String> reentry = List.of("10000", field, "1", "0", "60000");
@@ -162,7 +162,7 @@ class IdempotenceTest {
     List<String> otherRequest = List.of("manual", "holdfast_unlock_marker:{manual}:r3");
     assertEquals(-1L, topology.eval(LockScripts.RELEASE, otherRequest, fromOne),
         "a new release of a lock not held is refused");
-    assertEquals(List.of(-1L, 0L, 0L), topology.eval(LockScripts.ACQUIRE,
+    assertEquals(List.of(-1L, 0L, 0L, 0L), topology.eval(LockScripts.ACQUIRE,
         List.of("manual", "holdfast_unlock_marker:{manual}:a3"), reentry),
         "a re-entry whose hold is gone is refused, not turned into a new hold");
   }
@@ -175,7 +175,7 @@ class IdempotenceTest {
     LockNames names = LockNames.of("", "late");
     assertEquals(List.of(0L, ""), engine.resolve(names, field, "a1", 0, "acquire"),
         "nothing to undo: the request never ran");
-    assertEquals(List.of(-3L, 0L, 0L), topology.eval(LockScripts.ACQUIRE, keys,
+    assertEquals(List.of(-3L, 0L, 0L, 0L), topology.eval(LockScripts.ACQUIRE, keys,
         List.of("10000", field, "0", "0", "60000")), "a copy arriving after settling is refused");
     try (Jedis jedis = redis.server().admin()) {
       assertFalse(jedis.exists("late"));
