@@ -23,9 +23,11 @@ import java.util.function.BooleanSupplier;
  * (no lease argument) or FIXED (explicit lease), as in the engine contract. The thread enters a
  * probe window only while it believes it holds the lock: no LockLost received for the episode,
  * no failed unlock pending, its client open, and — when only FIXED sections are open — well
- * before the earliest moment the lease can run out. A thread that holds locks takes another
- * only if its name is higher, and only with a bounded tryLock, so actors cannot deadlock and
- * waits do not form convoys; waiting re-entries happen only on the highest lock held.
+ * before the earliest moment the lease can run out (then it releases instead, as an application
+ * with no time left would). Most holds are short; one in seven is a long critical section of
+ * 1-4 s of back-to-back windows, long enough to span a fault. A thread that holds locks takes
+ * another only if its name is higher, and only with a bounded tryLock, so actors cannot deadlock
+ * and waits do not form convoys; waiting re-entries happen only on the highest lock held.
  *
  * <p>Random choices come from a {@link Random} seeded by the run's seed and the actor's name, so
  * the sequence of choices is fixed by the seed; which choices are possible depends on timing
@@ -230,7 +232,7 @@ final class ModelActor implements Runnable {
     if (now < any.busyUntil) {
       // A long critical section: work, with now and then a call that does not release.
       if (r < 920) {
-        work(any);
+        workOrFinish(any);
       } else if (r < 950 && any.count() < MAX_COUNT) {
         acquire(any.lock, any, pickMethod(any != top));
       } else if (r < 970) {
@@ -246,7 +248,7 @@ final class ModelActor implements Runnable {
       return;
     }
     if (r < 550) {
-      work(any); // mostly work, without Redis calls, as a critical section would
+      workOrFinish(any); // mostly work, without Redis calls, as a critical section would
     } else if (r < 750) {
       unlock(any);
     } else if (r < 850) {
@@ -439,12 +441,22 @@ final class ModelActor implements Runnable {
 
   // ---- inside the critical section ----
 
+  /** Works under {@code hold}, or releases it when its explicit lease is about to end. */
+  private void workOrFinish(Hold hold) {
+    if (ModelEvent.now() + WINDOW_MARGIN_MICROS > hold.earliestEnd()) {
+      unlock(hold); // as an application would: no time left for another step
+    } else {
+      work(hold);
+    }
+  }
+
   private void work(Hold hold) {
     if (hold.lost || !slot.enterWindow(hold.generation)) {
       return;
     }
     try {
       noticeLosses();
+      // Checked again inside: the step before may have taken long.
       if (hold.lost || ModelEvent.now() + WINDOW_MARGIN_MICROS > hold.earliestEnd()) {
         return;
       }

@@ -90,7 +90,7 @@ final class ModelJudge {
   private final ModelSettings settings;
   private final List<ModelEvent> events;
   private final Map<String, Episode> episodes = new LinkedHashMap<>();
-  private final Map<String, ModelEvent> windows = new HashMap<>();
+  private final Map<String, ModelEvent> windows = new LinkedHashMap<>();
   private final Map<String, List<ModelEvent>> lostByEpisode = new HashMap<>();
   private final List<ModelEvent> unmatchedLost = new ArrayList<>();
   private final List<ModelEvent> calls = new ArrayList<>();
@@ -263,6 +263,8 @@ final class ModelJudge {
 
   private void checkHoldCounts() {
     long margin = (settings.watchdogMillis() + 1_000L) * 1_000;
+    Map<String, Violation> firstByEpisode = new LinkedHashMap<>();
+    Map<String, Integer> wrongCalls = new HashMap<>();
     for (ModelEvent call : calls) {
       if (!call.op().equals("getHoldCount") || !call.outcome().equals("OK")
           || call.a() == call.b() || !quiet(call.start(), call.end(), margin)) {
@@ -277,10 +279,17 @@ final class ModelJudge {
       if (reported || forced || (closed != null && closed <= call.end())) {
         continue;
       }
-      violations.add(new Violation("holdcount", call.start(), "getHoldCount() = " + call.b()
-          + " in a quiet period, the model expects " + call.a()
+      wrongCalls.merge(call.id(), 1, Integer::sum);
+      firstByEpisode.putIfAbsent(call.id(), new Violation("holdcount", call.start(),
+          "getHoldCount() = " + call.b() + " in a quiet period, the model expects " + call.a()
           + " and no loss was reported", withEpisode(call)));
     }
+    // One violation per hold: its first wrong answer, and how many there were.
+    firstByEpisode.forEach((episode, v) -> {
+      int n = wrongCalls.get(episode);
+      violations.add(n == 1 ? v : new Violation(v.check(), v.at(), v.summary() + " ("
+          + n + " such calls in this hold)", v.evidence()));
+    });
   }
 
   private boolean quiet(long start, long end, long margin) {
