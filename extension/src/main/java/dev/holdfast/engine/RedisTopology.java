@@ -234,12 +234,18 @@ abstract class RedisTopology implements AutoCloseable {
    * {@link LockClientConfig#syncReplicas()} asks.
    *
    * @param replicas the replicas the call waited for (0: none were connected, or none asked)
+   * @param required how many acknowledgements make the write confirmed: N for a fixed number,
+   *     1 for {@code auto} with replicas connected, 0 otherwise
    * @param acknowledged how many acknowledged within the sync timeout
    */
-  record Replicated(Object reply, long replicas, long acknowledged) {
+  record Replicated(Object reply, long replicas, long required, long acknowledged) {
+    static Replicated unreplicated(Object reply) {
+      return new Replicated(reply, 0, 0, 0);
+    }
+
     /** Whether the write is as safe as the configuration asks. */
     boolean confirmed() {
-      return replicas == 0 || acknowledged >= 1;
+      return acknowledged >= required;
     }
   }
 
@@ -256,7 +262,7 @@ abstract class RedisTopology implements AutoCloseable {
   final Replicated evalReplicated(LockScript script, List<String> keys,
       Function<Boolean, List<String>> args, boolean sealFirst) {
     if (syncReplicas == LockClientConfig.SYNC_REPLICAS_NONE) {
-      return new Replicated(eval(script, keys, args, sealFirst), 0, 0);
+      return Replicated.unreplicated(eval(script, keys, args, sealFirst));
     }
     JedisException last = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
@@ -306,9 +312,9 @@ abstract class RedisTopology implements AutoCloseable {
         result = reply.get();
       } catch (JedisNoScriptException e) {
         result = c.executeCommand(commands(c).eval(script.source(), keys, args));
-        return new Replicated(result, syncReplicas, waitFor(c, syncReplicas));
+        return new Replicated(result, syncReplicas, syncReplicas, waitFor(c, syncReplicas));
       }
-      return new Replicated(result, syncReplicas, waited.get());
+      return new Replicated(result, syncReplicas, syncReplicas, waited.get());
     }
     Object reply;
     try {
@@ -320,9 +326,9 @@ abstract class RedisTopology implements AutoCloseable {
     long connected = ((Number) withReplicas.get(1)).longValue();
     Object result = withReplicas.get(0);
     if (connected == 0) {
-      return new Replicated(result, 0, 0);
+      return Replicated.unreplicated(result);
     }
-    return new Replicated(result, connected, waitFor(c, connected));
+    return new Replicated(result, connected, 1, waitFor(c, connected));
   }
 
   private static CommandObjects commands(Connection c) {
