@@ -7,6 +7,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.Set;
 import java.util.function.Function;
 import java.util.regex.Matcher;
@@ -48,6 +50,8 @@ abstract class RedisTopology implements AutoCloseable {
 
   private static final Pattern VERSION = Pattern.compile("redis_version:(\\d+)\\.");
 
+  /** How long a node's reported replica count is trusted before a script reports it again. */
+  static final long REPLICAS_KNOWN_NANOS = Duration.ofSeconds(1).toNanos();
   private static final CommandObjects RESP3_COMMANDS = new CommandObjects(RedisProtocol.RESP3);
   private static final CommandObjects RESP2_COMMANDS = new CommandObjects(RedisProtocol.RESP2);
 
@@ -57,6 +61,8 @@ abstract class RedisTopology implements AutoCloseable {
   /** {@link LockClientConfig#syncReplicas()}. */
   private final int syncReplicas;
   private final int syncTimeoutMillis;
+  /** {@code auto}: the replicas connected to each node, as last reported by a script. */
+  private final Map<HostAndPort, KnownReplicas> knownReplicas = new ConcurrentHashMap<>();
 
   private RedisTopology(JedisClientConfig clientConfig, LockClientConfig config) {
     this.clientConfig = clientConfig;
@@ -253,8 +259,10 @@ abstract class RedisTopology implements AutoCloseable {
    * Like {@link #eval(LockScript, List, Function, boolean)} for a call that changes a lock's
    * state, followed on the same connection by {@code WAIT} as configured: {@code none} sends no
    * {@code WAIT}; a number {@code N} pipelines {@code WAIT N} with the script (one round trip);
-   * {@code auto} has the script report the replicas connected at that moment and sends
-   * {@code WAIT <that many>} only when some are — so with no replica, no round trip is added.
+   * {@code auto} sends {@code WAIT <connected replicas>} after the script only when some are
+   * connected — so with no replica, no round trip is added. The count is what a script reported
+   * (INFO replication, run inside the script, no extra round trip) less than a second ago, and is
+   * asked again after a {@code WAIT} that fell short.
    *
    * @throws RedisUnavailableException when no attempt got an answer: the call may have run
    * @throws LockException when Redis answered with an error
@@ -267,8 +275,7 @@ abstract class RedisTopology implements AutoCloseable {
     JedisException last = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
     for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      List<String> arguments = new ArrayList<>(args.apply(sealFirst || attempt > 1));
-      arguments.add(syncReplicas == LockClientConfig.SYNC_REPLICAS_AUTO ? "auto" : "-");
+      List<String> arguments = args.apply(sealFirst || attempt > 1);
       try (Connection c = connection(keys.get(0))) {
         return runReplicated(c, script, keys, arguments);
       } catch (JedisRedirectionException e) {
@@ -316,19 +323,43 @@ abstract class RedisTopology implements AutoCloseable {
       }
       return new Replicated(result, syncReplicas, syncReplicas, waited.get());
     }
+    // auto: the replicas connected to this node, as the script itself reports them when what we
+    // know is older than REPLICAS_KNOWN_NANOS (INFO inside a script costs Redis ~8 µs, too much
+    // for every call).
+    HostAndPort node = c.getHostAndPort();
+    KnownReplicas known = knownReplicas.get(node);
+    boolean ask = known == null || System.nanoTime() - known.at() > REPLICAS_KNOWN_NANOS;
+    List<String> arguments = new ArrayList<>(args.size() + 1);
+    arguments.addAll(args);
+    arguments.add(ask ? "auto" : "-");
     Object reply;
     try {
-      reply = c.executeCommand(commands(c).evalsha(script.sha1(), keys, args));
+      reply = c.executeCommand(commands(c).evalsha(script.sha1(), keys, arguments));
     } catch (JedisNoScriptException e) {
-      reply = c.executeCommand(commands(c).eval(script.source(), keys, args));
+      reply = c.executeCommand(commands(c).eval(script.source(), keys, arguments));
     }
-    List<?> withReplicas = (List<?>) reply;
-    long connected = ((Number) withReplicas.get(1)).longValue();
-    Object result = withReplicas.get(0);
+    Object result = reply;
+    long connected;
+    if (ask) {
+      List<?> withReplicas = (List<?>) reply;
+      result = withReplicas.get(0);
+      connected = ((Number) withReplicas.get(1)).longValue();
+      knownReplicas.put(node, new KnownReplicas(connected, System.nanoTime()));
+    } else {
+      connected = known.count();
+    }
     if (connected == 0) {
       return Replicated.unreplicated(result);
     }
-    return new Replicated(result, connected, 1, waitFor(c, connected));
+    long acknowledged = waitFor(c, connected);
+    if (acknowledged < connected) {
+      knownReplicas.remove(node); // one may have gone: ask again next time
+    }
+    return new Replicated(result, connected, 1, acknowledged);
+  }
+
+  /** How many replicas were connected to a node, and when that was learned (nanoTime). */
+  private record KnownReplicas(long count, long at) {
   }
 
   private static CommandObjects commands(Connection c) {
