@@ -3,13 +3,14 @@ package dev.holdfast.engine;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -381,9 +382,9 @@ abstract class RedisTopology implements AutoCloseable {
   /** Reads the major version of the server behind {@code node}. */
   static int majorVersion(HostAndPort node, JedisClientConfig config) {
     try (Connection c = new Connection(node, config)) {
-      Object info = c.executeCommand(new redis.clients.jedis.CommandArguments(
-          redis.clients.jedis.Protocol.Command.INFO).add("server"));
-      String text = info instanceof byte[] bytes ? new String(bytes, java.nio.charset.StandardCharsets.UTF_8) : String.valueOf(info);
+      Object info = c.executeCommand(new CommandArguments(Protocol.Command.INFO).add("server"));
+      String text = info instanceof byte[] bytes ? new String(bytes, StandardCharsets.UTF_8)
+          : String.valueOf(info);
       Matcher m = VERSION.matcher(text);
       return m.find() ? Integer.parseInt(m.group(1)) : 0;
     }
