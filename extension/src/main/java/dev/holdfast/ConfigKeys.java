@@ -17,8 +17,8 @@ import java.util.regex.Pattern;
  * <ul>
  *   <li>a known client key ({@link LockClientConfig#KEYS}) is read;</li>
  *   <li>a {@code @Locked} override ({@code holdfast.locked.*},
- *       {@code holdfast."<class>[/<method>]".locked.*}) is left to the CDI layer, which checks
- *       it;</li>
+ *       {@code holdfast."<class>[/<method>]".locked.*}) or a container switch
+ *       ({@link #CONTAINER_KEYS}) is left to the CDI layer, which checks it;</li>
  *   <li>any other key under {@code holdfast.redis.} is an error;</li>
  *   <li>any other key within {@value #MAX_TYPO_DISTANCE} edits of one of Holdfast's keys (e.g.
  *       {@code holdfast.watchdog-timout}) is an error: a typo would otherwise silently leave the
@@ -37,9 +37,14 @@ final class ConfigKeys {
   /** The CDI layer's {@code @Locked} override keys. */
   private static final Pattern OVERRIDE = Pattern.compile("holdfast\\.(?:\"[^\"]+\"\\.)?locked\\..+");
 
-  /** Every key Holdfast defines, for suggestions: the client's and the global overrides. */
+  /** The CDI layer's switches: the readiness check and the container's meter registry. */
+  static final List<String> CONTAINER_KEYS =
+      List.of("holdfast.health.enabled", "holdfast.metrics.enabled");
+
+  /** Every key Holdfast defines, for suggestions: the client's and the CDI layer's. */
   private static final List<String> CANDIDATES = concat(LockClientConfig.KEYS,
-      List.of("holdfast.locked.wait-time", "holdfast.locked.lease-time"));
+      concat(CONTAINER_KEYS,
+          List.of("holdfast.locked.wait-time", "holdfast.locked.lease-time")));
 
   private ConfigKeys() {
   }
@@ -58,15 +63,17 @@ final class ConfigKeys {
       String key = e.getKey();
       if (LockClientConfig.KEYS.contains(key)) {
         client.put(key, e.getValue());
-      } else if (key.startsWith(PREFIX) && !OVERRIDE.matcher(key).matches()) {
+      } else if (key.startsWith(PREFIX) && !OVERRIDE.matcher(key).matches()
+          && !CONTAINER_KEYS.contains(key)) {
         String closest = closest(key);
         if (key.startsWith(PREFIX + "redis.") || distance(key, closest) <= MAX_TYPO_DISTANCE) {
           errors.add("Unknown configuration key '" + key + "': did you mean '" + closest + "'?");
         } else {
           LOG.log(Level.WARNING, "Unrecognized configuration key '" + key + "' was provided; "
               + "Holdfast ignores it (its closest key is '" + closest + "'). Holdfast reads "
-              + "holdfast.redis.*, holdfast.watchdog-timeout, holdfast.key-prefix and the "
-              + "@Locked overrides holdfast.[\"<class>[/<method>]\".]locked.*");
+              + "holdfast.redis.*, holdfast.watchdog-timeout, holdfast.key-prefix, "
+              + "holdfast.health.enabled, holdfast.metrics.enabled and the @Locked overrides "
+              + "holdfast.[\"<class>[/<method>]\".]locked.*");
         }
       }
     }

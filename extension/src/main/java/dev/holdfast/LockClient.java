@@ -1,5 +1,6 @@
 package dev.holdfast;
 
+import dev.holdfast.engine.EngineAccess;
 import dev.holdfast.engine.LockEngine;
 import java.util.Map;
 import java.util.Objects;
@@ -27,6 +28,10 @@ import java.util.function.Consumer;
  * waiting threads and closes its connections; it is idempotent.
  */
 public final class LockClient implements AutoCloseable {
+
+  static {
+    EngineAccess.install(client -> client.engine);
+  }
 
   private final LockEngine engine;
 

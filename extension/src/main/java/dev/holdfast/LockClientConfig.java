@@ -120,6 +120,7 @@ public final class LockClientConfig {
   private final int syncReplicas;
   private final Duration syncTimeout;
   private final SSLSocketFactory sslSocketFactory;
+  private final Object meterRegistry;
 
   private LockClientConfig(Builder b) {
     this.mode = b.mode;
@@ -136,6 +137,7 @@ public final class LockClientConfig {
     this.syncReplicas = b.syncReplicas;
     this.syncTimeout = b.syncTimeout;
     this.sslSocketFactory = b.sslSocketFactory;
+    this.meterRegistry = b.meterRegistry;
   }
 
   /** {@return a builder with every default in place} */
@@ -147,8 +149,9 @@ public final class LockClientConfig {
    * Reads the {@code holdfast.*} keys of the table above. Of the other keys:
    * <ul>
    *   <li>keys that do not start with {@code holdfast.}, and the CDI layer's {@code @Locked}
-   *       overrides ({@code holdfast.locked.*}, {@code holdfast."<class>[/<method>]".locked.*}),
-   *       are ignored;</li>
+   *       overrides ({@code holdfast.locked.*}, {@code holdfast."<class>[/<method>]".locked.*})
+   *       and switches ({@code holdfast.health.enabled}, {@code holdfast.metrics.enabled}), are
+   *       ignored;</li>
    *   <li>an unknown {@code holdfast.redis.*} key, or an unknown key at most two edits away from
    *       one of Holdfast's keys (a typo such as {@code holdfast.watchdog-timout}), is an
    *       error;</li>
@@ -254,6 +257,14 @@ public final class LockClientConfig {
     return Optional.ofNullable(sslSocketFactory);
   }
 
+  /**
+   * {@return the Micrometer {@code MeterRegistry} that lock meters are published to, if one was
+   * set with {@link Builder#meterRegistry(Object)}}
+   */
+  public Optional<Object> meterRegistry() {
+    return Optional.ofNullable(meterRegistry);
+  }
+
   @Override
   public String toString() {
     return "LockClientConfig{mode=" + mode.name().toLowerCase(Locale.ROOT)
@@ -288,6 +299,7 @@ public final class LockClientConfig {
     private int syncReplicas = SYNC_REPLICAS_AUTO;
     private Duration syncTimeout = Duration.ofSeconds(1);
     private SSLSocketFactory sslSocketFactory;
+    private Object meterRegistry;
 
     private Builder() {
     }
@@ -496,6 +508,48 @@ public final class LockClientConfig {
      */
     public Builder sslSocketFactory(SSLSocketFactory factory) {
       this.sslSocketFactory = Objects.requireNonNull(factory, "sslSocketFactory");
+      return this;
+    }
+
+    /**
+     * Publishes lock meters ({@code holdfast.lock.wait}, {@code holdfast.lock.held},
+     * {@code holdfast.lock.active}, {@code holdfast.lock.waiting}, {@code holdfast.lock.renewals},
+     * {@code holdfast.lock.lost}, {@code holdfast.redis.errors}; see the README's Operations
+     * section) to a Micrometer registry. Without one, no meters are kept. In a CDI container
+     * Holdfast finds the container's registry itself.
+     *
+     * <p>The parameter is typed {@code Object} so that this API, and applications without
+     * Micrometer, never need Micrometer's classes; it must be an
+     * {@code io.micrometer.core.instrument.MeterRegistry} of the Micrometer that Holdfast's class
+     * loader sees.
+     *
+     * @param registry a {@code MeterRegistry}, e.g. the application's {@code PrometheusMeterRegistry}
+     * @return this builder
+     * @throws IllegalArgumentException if it is not a {@code MeterRegistry}, or Micrometer is not
+     *     visible to Holdfast
+     */
+    public Builder meterRegistry(Object registry) {
+      Objects.requireNonNull(registry, "meterRegistry");
+      String type = "io.micrometer.core.instrument.MeterRegistry";
+      boolean named = false;
+      for (Class<?> c = registry.getClass(); c != null && !named; c = c.getSuperclass()) {
+        named = c.getName().equals(type);
+      }
+      if (!named) {
+        throw new IllegalArgumentException("meterRegistry must be a " + type + ", but was a "
+            + registry.getClass().getName());
+      }
+      try {
+        if (!Class.forName(type, false, LockClientConfig.class.getClassLoader())
+            .isInstance(registry)) {
+          throw new IllegalArgumentException("meterRegistry is a " + type + " from another "
+              + "class loader than the Micrometer Holdfast sees");
+        }
+      } catch (ClassNotFoundException e) {
+        throw new IllegalArgumentException("meterRegistry is a " + type + ", but Holdfast's "
+            + "class loader does not see Micrometer", e);
+      }
+      this.meterRegistry = registry;
       return this;
     }
 

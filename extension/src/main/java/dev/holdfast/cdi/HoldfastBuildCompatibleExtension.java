@@ -56,6 +56,10 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
         HoldfastStartup.class)) {
       scanned.add(type.getName());
     }
+    // Build-time configuration in Quarkus: the check is in the application or it is not.
+    if (HoldfastExtension.healthCheckWanted()) {
+      scanned.add(HoldfastHealthCheck.class.getName());
+    }
   }
 
   @Registration(types = Object.class)

@@ -25,6 +25,12 @@ final class HoldfastConfig {
   private static final Pattern OVERRIDE =
       Pattern.compile("holdfast\\.(?:\"([^\"]+)\"\\.)?locked\\.(.+)");
 
+  /** Whether the {@code holdfast} readiness check is registered (with MicroProfile Health). */
+  static final String HEALTH_ENABLED = "holdfast.health.enabled";
+  /** Whether lock meters go to the container's Micrometer registry (when it has one). */
+  static final String METRICS_ENABLED = "holdfast.metrics.enabled";
+  private static final List<String> SWITCHES = List.of(HEALTH_ENABLED, METRICS_ENABLED);
+
   private HoldfastConfig() {
   }
 
@@ -65,6 +71,14 @@ final class HoldfastConfig {
     return properties;
   }
 
+  /**
+   * A switch's value: {@code true} unless it is set to {@code false} (any case). Lenient, for
+   * decisions taken before validation; {@link #problems} reports a value that is neither.
+   */
+  static boolean enabled(Config config, String key) {
+    return lookup(config).apply(key).map(v -> !v.trim().equalsIgnoreCase("false")).orElse(true);
+  }
+
   static Function<String, Optional<String>> lookup(Config config) {
     return key -> config.getOptionalValue(key, String.class).filter(v -> !v.isBlank());
   }
@@ -81,6 +95,12 @@ final class HoldfastConfig {
       LockClientConfig.fromProperties(validatedProperties(config));
     } catch (IllegalArgumentException e) {
       problems.add("Invalid Holdfast configuration: " + e.getMessage());
+    }
+    for (String key : SWITCHES) {
+      lookup(config).apply(key).map(String::trim)
+          .filter(v -> !v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false"))
+          .ifPresent(v -> problems.add("Invalid Holdfast configuration: " + key
+              + " must be true or false, but was '" + v + "'"));
     }
     for (String key : config.getPropertyNames()) {
       Matcher m = OVERRIDE.matcher(key);

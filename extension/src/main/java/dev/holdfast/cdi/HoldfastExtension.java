@@ -32,8 +32,9 @@ import org.eclipse.microprofile.config.ConfigProvider;
  * Holdfast for CDI Full containers (Weld: WildFly, weld-junit5, Open Liberty, Payara).
  *
  * <ul>
- *   <li>Adds the library's own beans (the interceptor, the {@link LockClient} producer): the jar
- *       has no {@code beans.xml}, so they are registered exactly once, here.</li>
+ *   <li>Adds the library's own beans (the interceptor, the {@link LockClient} producer, and the
+ *       {@code holdfast} readiness check when MicroProfile Health is there): the jar has no
+ *       {@code beans.xml}, so they are registered exactly once, here.</li>
  *   <li>Checks every {@code @Locked} method of every managed bean as written
  *       ({@code ProcessManagedBean}), then prepares all of them with the configuration's
  *       overrides and checks the rest of the configuration ({@code AfterDeploymentValidation}):
@@ -52,6 +53,20 @@ public class HoldfastExtension implements Extension {
     for (Class<?> type : List.of(LockedInterceptor.class, HoldfastProducer.class)) {
       discovery.addAnnotatedType(beans.createAnnotatedType(type), type.getName());
     }
+    if (healthCheckWanted()) {
+      // Only now may HoldfastHealthCheck, which implements MicroProfile Health's API, load.
+      discovery.addAnnotatedType(beans.createAnnotatedType(HoldfastHealthCheck.class),
+          HoldfastHealthCheck.class.getName());
+    }
+  }
+
+  /**
+   * Whether to register the {@code holdfast} readiness check: MicroProfile Health is on the class
+   * path and {@code holdfast.health.enabled} is not {@code false}.
+   */
+  static boolean healthCheckWanted() {
+    return OptionalApis.present(OptionalApis.HEALTH_CHECK)
+        && HoldfastConfig.enabled(ConfigProvider.getConfig(), HoldfastConfig.HEALTH_ENABLED);
   }
 
   void checkLockedMethods(@Observes ProcessManagedBean<?> bean) {

@@ -1,7 +1,9 @@
 package dev.holdfast.cdi;
 
 import dev.holdfast.LockClient;
+import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockLost;
+import dev.holdfast.engine.ConfigValues;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Event;
 import jakarta.enterprise.inject.Disposes;
@@ -14,7 +16,8 @@ import org.eclipse.microprofile.config.Config;
  * Produces the application's {@link LockClient} from MicroProfile Config (read at run time, also
  * in Quarkus), closes it at shutdown, and turns lost-lock reports into CDI events: observe them
  * with {@code @Observes LockLost} (on the client's event thread, never the renewal path) or
- * {@code @ObservesAsync LockLost}.
+ * {@code @ObservesAsync LockLost}. The client publishes lock meters to the container's Micrometer
+ * registry when there is one, unless {@code holdfast.metrics.enabled=false}.
  *
  * <p>An application replaces this client by producing its own {@code LockClient} as an enabled
  * {@code @Alternative}.
@@ -30,9 +33,15 @@ public class HoldfastProducer {
   // Public, like the disposer: container-generated bean classes may live in another loader.
   @Produces
   @Singleton
-  public LockClient lockClient(Event<LockLost> lostEvents, Instance<Config> config) {
-    LockClient client =
-        LockClient.create(HoldfastConfig.clientProperties(HoldfastConfig.current(config)));
+  public LockClient lockClient(Event<LockLost> lostEvents, Instance<Config> config,
+      Instance<Object> beans) {
+    Config current = HoldfastConfig.current(config);
+    LockClientConfig.Builder builder =
+        ConfigValues.read(HoldfastConfig.clientProperties(current), LockClientConfig.builder());
+    if (HoldfastConfig.enabled(current, HoldfastConfig.METRICS_ENABLED)) {
+      MeterRegistries.find(beans).ifPresent(builder::meterRegistry);
+    }
+    LockClient client = LockClient.create(builder.build());
     client.onLockLost(lost -> {
       lostEvents.fire(lost);
       lostEvents.fireAsync(lost);

@@ -4,6 +4,7 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
 import jakarta.annotation.Priority;
+import jakarta.enterprise.inject.Instance;
 import jakarta.enterprise.inject.Intercepted;
 import jakarta.enterprise.inject.spi.Bean;
 import jakarta.inject.Inject;
@@ -31,11 +32,13 @@ public class LockedInterceptor {
   private final LockedOperations prepared;
   private final Class<?> beanClass;
   private final Map<Method, LockedOperation> operations;
+  private final LockTracing tracing;
 
   @Inject
   public LockedInterceptor(LockClient client, LockedOperations prepared,
-      @Intercepted Bean<?> bean) {
+      @Intercepted Bean<?> bean, Instance<Object> beans) {
     this.client = client;
+    this.tracing = LockTracing.of(beans);
     this.prepared = prepared;
     this.beanClass = bean.getBeanClass();
     Map<Method, LockedOperation> ops = prepared.forBeanClass(beanClass);
@@ -44,7 +47,7 @@ public class LockedInterceptor {
 
   @AroundInvoke
   public Object lockAround(InvocationContext ctx) throws Exception {
-    DistributedLock lock = operation(ctx).acquire(client, ctx.getParameters());
+    DistributedLock lock = operation(ctx).acquire(client, tracing, ctx.getParameters());
     Throwable failure = null;
     try {
       return ctx.proceed();

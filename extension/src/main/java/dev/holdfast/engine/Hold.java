@@ -33,7 +33,13 @@ final class Hold {
   final long threadId;
   final String field;
   final Id id;
+  /** The template the hold is measured under (metrics, JFR). */
+  final String template;
   private final WeakReference<Thread> thread;
+  /** When the first section opened (nanoTime); 0 for a record of owed work. Owner thread. */
+  private volatile long acquiredAt;
+  /** The JFR {@code LockHeld} event begun at acquisition, or null. Owner thread. */
+  private Object heldEvent;
 
   private final ArrayDeque<Section> sections = new ArrayDeque<>();
   private Pending pendingRelease;
@@ -56,10 +62,11 @@ final class Hold {
   /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
   long deadlineTaskAt;
 
-  Hold(LockNames names, long threadId, String field) {
+  Hold(LockNames names, long threadId, String field, String template) {
     this.names = names;
     this.threadId = threadId;
     this.field = field;
+    this.template = template;
     this.id = new Id(names.key(), threadId);
     Thread current = Thread.currentThread();
     this.thread = new WeakReference<>(current.getId() == threadId ? current : null);
@@ -70,7 +77,7 @@ final class Hold {
    * unknown must be settled before the thread acquires this lock again.
    */
   static Hold owing(LockNames names, long threadId, String field, Cleanup cleanup) {
-    Hold h = new Hold(names, threadId, field);
+    Hold h = new Hold(names, threadId, field, names.name());
     h.lostReason.set("never granted: the outcome of its acquisition is being settled");
     h.lostAt = System.nanoTime();
     h.cleanup.set(cleanup);
@@ -133,10 +140,27 @@ final class Hold {
     return t != null && t.isAlive();
   }
 
+  /** The holding thread, or null if it is gone (or the hold was made on another thread). */
+  Thread thread() {
+    return thread.get();
+  }
+
+  long acquiredAt() {
+    return acquiredAt;
+  }
+
+  Object heldEvent() {
+    return heldEvent;
+  }
+
   // ---- owner thread ----
 
   /** Opens a section that Redis confirmed until {@code until} (nanoTime). */
   void opened(Section section, long until) {
+    if (sections.isEmpty() && acquiredAt == 0) {
+      acquiredAt = System.nanoTime();
+      heldEvent = LockEvents.holdBegins();
+    }
     sections.push(section);
     count = sections.size();
     watchdog |= section.watchdog();

@@ -1,6 +1,7 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.LockException;
+import dev.holdfast.engine.LockObserver.LossCause;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -52,7 +53,8 @@ final class LeaseWatchdog {
         if (!h.active()) {
           forgetIfStale(h, now);
         } else if (!h.threadAlive()) {
-          if (engine.lose(h, "its thread ended without unlock()")) {
+          if (engine.lose(h, LossCause.THREAD_ENDED,
+              "its thread ended without unlock()")) {
             engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), h.count(), "abandon",
                 engine.giveUpAfter(leaseMillis)));
           }
@@ -139,10 +141,15 @@ final class LeaseWatchdog {
           if (replicated.confirmed()) {
             h.renewed(epoch, until);
             engine.watchDeadline(h);
+            engine.observer().renewal(h.template, true);
           }
         } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
+          if (replicated.confirmed()) { // else the whole batch is reported below
+            renewalFailed(h, "the lock is no longer held by this thread in Redis");
+          }
           // Unchanged since the renewal was sent: no release of its own explains the miss.
-          engine.lose(h, "the lease renewal found the lock no longer held by this thread: it "
+          engine.lose(h, LossCause.GONE,
+              "the lease renewal found the lock no longer held by this thread: it "
               + "expired while Redis was unreachable, was force-unlocked, or was lost in a "
               + "Redis restart or failover");
         }
@@ -153,6 +160,9 @@ final class LeaseWatchdog {
       }
       return true;
     } catch (RuntimeException e) {
+      for (Hold h : batch) {
+        renewalFailed(h, e.getMessage());
+      }
       if (!failingNodes.contains(topology.renewalNode(batch.get(0).names.key()))) {
         LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + leaseMillis / 3
             + "ms. Locks are lost if this lasts " + leaseMillis + "ms: " + e.getMessage());
@@ -161,6 +171,12 @@ final class LeaseWatchdog {
     } finally {
       batch.forEach(Hold::renewalEnded);
     }
+  }
+
+  private void renewalFailed(Hold h, String error) {
+    engine.observer().renewal(h.template, false);
+    LockEvents.renewalFailed(h.names.name(), h.template, h.thread(), h.threadId,
+        topology.nodeName(h.names.key()), error);
   }
 
   private static String where(Object node) {

@@ -4,6 +4,7 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.FencedLock;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockLost;
+import dev.holdfast.engine.LockObserver.LossCause;
 import java.lang.System.Logger.Level;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -37,6 +38,10 @@ import java.util.function.Consumer;
  * that does not answer delays nobody else's renewals. Lost-lock listeners run on their own
  * thread, in order, so that application code never delays a renewal.
  *
+ * <p><b>Observation.</b> Metrics go through one {@link LockObserver} (Micrometer when the
+ * configuration carries a registry, else nothing); JFR events are emitted where the work happens
+ * ({@link LockEvents}). Both cost next to nothing when nobody looks.
+ *
  * <p>Internal: use {@code dev.holdfast.LockClient}. Thread-safe; {@link #close()} is idempotent.
  */
 public final class LockEngine implements AutoCloseable {
@@ -61,6 +66,9 @@ public final class LockEngine implements AutoCloseable {
   private final long watchdogMillis;
   private final long markerMillis;
   private final long sealMillis;
+  private final LockObserver observer;
+  /** Threads parked in an acquisition now. */
+  private final AtomicInteger waiting = new AtomicInteger();
   private volatile boolean closed;
 
   private LockEngine(LockClientConfig config) {
@@ -69,6 +77,10 @@ public final class LockEngine implements AutoCloseable {
     this.fieldPrefix = clientId + ":";
     String clientName = "holdfast-" + clientId.substring(0, 8);
     this.topology = RedisTopology.connect(config, clientName);
+    this.observer = config.meterRegistry().isPresent()
+        ? new MicrometerObserver(config.meterRegistry().get(), this::activeHolds, waiting::get)
+        : LockObserver.NONE;
+    topology.observe(observer);
     this.subscriptions = new UnlockSubscriptions(topology, clientName);
     this.watchdogMillis = config.watchdogTimeout().toMillis();
     // A final release's marker outlives every retry of that release.
@@ -112,14 +124,40 @@ public final class LockEngine implements AutoCloseable {
     return engine;
   }
 
-  /** A handle on lock {@code name}; no I/O. */
+  /** A handle on lock {@code name}, which is its own template in metrics; no I/O. */
   public DistributedLock lock(String name) {
-    return new RedisLock(this, LockNames.of(config.keyPrefix(), name), false);
+    return lock(name, name);
+  }
+
+  /**
+   * A handle on lock {@code name}, measured under {@code template} (a {@code @Locked} template
+   * such as {@code inventory:{sku}}: a bounded set of values, unlike rendered names); no I/O.
+   */
+  public DistributedLock lock(String name, String template) {
+    return new RedisLock(this, LockNames.of(config.keyPrefix(), name), false,
+        Objects.requireNonNull(template, "template"));
   }
 
   /** A handle on lock {@code name} whose holds carry fencing tokens; no I/O. */
   public FencedLock fencedLock(String name) {
-    return new RedisLock(this, LockNames.of(config.keyPrefix(), name), true);
+    return fencedLock(name, name);
+  }
+
+  /** {@link #fencedLock(String)}, measured under {@code template}. */
+  public FencedLock fencedLock(String name, String template) {
+    return new RedisLock(this, LockNames.of(config.keyPrefix(), name), true,
+        Objects.requireNonNull(template, "template"));
+  }
+
+  /**
+   * Sends {@code PING} to every node this client sends lock commands to: the standalone server,
+   * the master the sentinels name, or each cluster primary (a cluster whose slots are not all
+   * served is reported as such). For health checks; blocks up to the Redis timeout per node.
+   *
+   * @return one result per node; empty only if a cluster's topology is unknown
+   */
+  public List<NodeStatus> ping() {
+    return topology.ping();
   }
 
   /** The id that prefixes this client's hash fields: {@code <clientId>:<threadId>}. */
@@ -144,6 +182,7 @@ public final class LockEngine implements AutoCloseable {
       return;
     }
     closed = true;
+    observer.close();
     scheduler.shutdownNow();
     subscriptions.close();
     io.shutdown();
@@ -157,6 +196,26 @@ public final class LockEngine implements AutoCloseable {
 
   RedisTopology topology() {
     return topology;
+  }
+
+  LockObserver observer() {
+    return observer;
+  }
+
+  /** Holds this client has now (not lost, at least one section open), for the gauge. */
+  int activeHolds() {
+    int n = 0;
+    for (Hold h : holds.values()) {
+      if (h.active() && h.count() > 0) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** A thread parks in an acquisition ({@code +1}) or leaves having parked ({@code -1}). */
+  void waiting(int delta) {
+    waiting.addAndGet(delta);
   }
 
   UnlockSubscriptions subscriptions() {
@@ -260,7 +319,8 @@ public final class LockEngine implements AutoCloseable {
   /** The hold's confirmed lease has passed: it is lost, whatever Redis says when it answers. */
   void expire(Hold hold) {
     if (hold.watchdog()) {
-      if (lose(hold, "its lease could not be confirmed: no renewal was acknowledged by Redis "
+      if (lose(hold, LossCause.LEASE_UNCONFIRMED,
+          "its lease could not be confirmed: no renewal was acknowledged by Redis "
           + "within the watchdog timeout of " + watchdogMillis + "ms, so another client may "
           + "hold it now")) {
         // If Redis still has the field (it was slow, not gone), free the lock for others.
@@ -268,20 +328,27 @@ public final class LockEngine implements AutoCloseable {
             giveUpAfter(watchdogMillis)));
       }
     } else {
-      lose(hold, "its lease of " + hold.fixedLeaseMillis() + "ms ran out before unlock()");
+      lose(hold, LossCause.LEASE_EXPIRED,
+          "its lease of " + hold.fixedLeaseMillis() + "ms ran out before unlock()");
     }
   }
 
   /**
    * Marks {@code hold} lost and tells the listeners, once.
    *
+   * @param cause the category of {@code reason}, for metrics and JFR
    * @return whether this call marked it
    */
-  boolean lose(Hold hold, String reason) {
+  boolean lose(Hold hold, LossCause cause, String reason) {
     if (hold == null || !hold.lose(reason)) {
       return false;
     }
     cancelDeadline(hold);
+    if (hold.acquiredAt() != 0) { // a record of owed work was never held: nothing was lost
+      observer.lost(hold.template, cause);
+      LockEvents.lost(hold.names.name(), hold.template, hold.thread(), hold.threadId, cause,
+          reason, System.nanoTime() - hold.acquiredAt());
+    }
     LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by thread " + hold.threadId
         + " was lost: " + reason);
     LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, Instant.now());
@@ -304,11 +371,15 @@ public final class LockEngine implements AutoCloseable {
     }
   }
 
-  /** The final unlock succeeded: forget the hold. */
+  /** The final unlock succeeded: forget the hold. Called by the holding thread. */
   void forget(Hold hold) {
     holds.remove(hold.id, hold);
     cancelDeadline(hold);
     hold.retire(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
+    if (hold.active()) {
+      observer.released(hold.template, System.nanoTime() - hold.acquiredAt());
+      LockEvents.holdEnds(hold.heldEvent(), hold.names.name(), hold.template);
+    }
   }
 
   /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */

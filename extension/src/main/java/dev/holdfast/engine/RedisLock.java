@@ -3,6 +3,8 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.FencedLock;
 import dev.holdfast.LockException;
+import dev.holdfast.engine.LockObserver.LossCause;
+import dev.holdfast.engine.LockObserver.Outcome;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
@@ -45,11 +47,14 @@ final class RedisLock implements FencedLock {
   private final LockNames names;
   /** Whether acquisitions through this handle assign fencing tokens. */
   private final boolean fenced;
+  /** What metrics and JFR events call this lock: its template, or its name. */
+  private final String template;
 
-  RedisLock(LockEngine engine, LockNames names, boolean fenced) {
+  RedisLock(LockEngine engine, LockNames names, boolean fenced, String template) {
     this.engine = engine;
     this.names = names;
     this.fenced = fenced;
+    this.template = template;
   }
 
   @Override
@@ -170,8 +175,11 @@ final class RedisLock implements FencedLock {
     }
     checkOpen();
     long start = System.nanoTime();
+    Object waitEvent = LockEvents.waitBegins();
+    Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
     Attempt attempt = new Attempt(Thread.currentThread().getId(), leaseMillis);
     WaitEntry entry = null;
+    boolean parked = false;
     boolean acquired = false;
     boolean interrupted = false;
     try {
@@ -189,6 +197,7 @@ final class RedisLock implements FencedLock {
           failingSince = failingSince == 0 ? now : failingSince;
           if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
             if (notReplicated) {
+              outcome = Outcome.TIMED_OUT;
               return false;
             }
             throw e;
@@ -200,11 +209,13 @@ final class RedisLock implements FencedLock {
         }
         if (pttl == ACQUIRED) {
           acquired = true;
+          outcome = Outcome.ACQUIRED;
           return true;
         }
         long remaining = waitNanos == FOREVER ? Long.MAX_VALUE
             : waitNanos - (System.nanoTime() - start);
         if (remaining <= 0) {
+          outcome = Outcome.TIMED_OUT;
           return false;
         }
         if (entry == null && failingSince == 0) {
@@ -216,6 +227,10 @@ final class RedisLock implements FencedLock {
         if (entry == null || !entry.subscribed()) {
           park = Math.min(park, failingSince != 0 ? OUTAGE_RETRY_MS : UNSUBSCRIBED_PARK_MS);
         }
+        if (!parked) {
+          parked = true;
+          engine.waiting(1);
+        }
         try {
           if (entry != null) {
             entry.await(park);
@@ -224,6 +239,7 @@ final class RedisLock implements FencedLock {
           }
         } catch (InterruptedException e) {
           if (interruptible) {
+            outcome = Outcome.INTERRUPTED;
             throw e;
           }
           interrupted = true;
@@ -231,14 +247,22 @@ final class RedisLock implements FencedLock {
         checkOpen();
       }
     } finally {
-      if (entry != null) {
-        engine.subscriptions().leave(entry, acquired);
+      if (parked) {
+        engine.waiting(-1);
       }
-      if (!acquired) {
-        attempt.settle();
-      }
-      if (interrupted) {
-        Thread.currentThread().interrupt();
+      try {
+        if (entry != null) {
+          engine.subscriptions().leave(entry, acquired);
+        }
+        if (!acquired) {
+          attempt.settle();
+        }
+      } finally {
+        if (interrupted) {
+          Thread.currentThread().interrupt();
+        }
+        engine.observer().acquisition(template, outcome, System.nanoTime() - start);
+        LockEvents.waitEnds(waitEvent, names.name(), template, outcome);
       }
     }
   }
@@ -333,7 +357,8 @@ final class RedisLock implements FencedLock {
         return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)));
       }
       if (status == -1 && hold != null) {
-        engine.lose(hold, "a re-entry found the lock no longer held by this thread: it expired, "
+        engine.lose(hold, LossCause.GONE,
+            "a re-entry found the lock no longer held by this thread: it expired, "
             + "was force-unlocked, or was lost in a Redis restart or failover");
         throw lostBeforeReentry(hold);
       }
@@ -348,7 +373,7 @@ final class RedisLock implements FencedLock {
         throw new LockException("Lock '" + names.name() + "' was not acquired: " + reason
             + "; the stale hold is being removed");
       }
-      if (engine.lose(hold, reason)) {
+      if (engine.lose(hold, LossCause.COUNT_MISMATCH, reason)) {
         engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
             engine.giveUpAfter(engine.watchdogMillis())));
       }
@@ -376,7 +401,7 @@ final class RedisLock implements FencedLock {
         long token) {
       Hold h = hold;
       if (h == null) {
-        h = new Hold(names, threadId, field);
+        h = new Hold(names, threadId, field, template);
         Hold previous = engine.holds().putIfAbsent(id, h);
         if (previous != null) {
           throw new IllegalStateException("Hold registry changed under thread " + threadId);
@@ -416,7 +441,7 @@ final class RedisLock implements FencedLock {
         List<?> reply = engine.resolve(names, field, requestId, expected, "acquire");
         long count = number(reply.get(0));
         if (expected > 0 && count != expected) {
-          engine.lose(hold, count == 0
+          engine.lose(hold, count == 0 ? LossCause.GONE : LossCause.COUNT_MISMATCH, count == 0
               ? "a re-entry found the lock no longer held by this thread while Redis was "
                   + "unreachable"
               : "Redis has hold count " + count + " for this thread where the client expected "
@@ -428,7 +453,8 @@ final class RedisLock implements FencedLock {
         Hold.Cleanup undo = new Hold.Cleanup(requestId, expected, expected > 0 ? "abandon"
             : "acquire", giveUp);
         if (expected > 0 && hold != null) {
-          engine.lose(hold, "the outcome of a re-entry could not be confirmed while Redis was "
+          engine.lose(hold, LossCause.UNCERTAIN,
+              "the outcome of a re-entry could not be confirmed while Redis was "
               + "unreachable, so the hold is given up");
           engine.owe(hold, undo);
         } else if (expected == 0) {
@@ -458,7 +484,8 @@ final class RedisLock implements FencedLock {
           engine.forget(hold);
           return null;
         }
-        engine.lose(hold, "its lease ran out while an inner section held it; the lock was "
+        engine.lose(hold, LossCause.LEASE_EXPIRED,
+            "its lease ran out while an inner section held it; the lock was "
             + "released at the inner unlock()");
         throw lostBeforeReentry(hold);
       }
@@ -473,7 +500,7 @@ final class RedisLock implements FencedLock {
       if (count == p.expected()) {
         return hold; // it never ran, and now never will: the section is still open
       }
-      engine.lose(hold, count == 0
+      engine.lose(hold, count == 0 ? LossCause.GONE : LossCause.COUNT_MISMATCH, count == 0
           ? "the lock was no longer held by this thread when its unlock() was settled"
           : "Redis has hold count " + count + " for this thread where the client expected "
               + p.expected());
@@ -551,14 +578,17 @@ final class RedisLock implements FencedLock {
     if (left == 0) {
       // The sections still open had no lease left: this unlock ended the hold.
       hold.closeNewest();
-      engine.lose(hold, "its lease of " + hold.fixedLeaseMillis() + "ms ran out while an inner "
+      engine.lose(hold, LossCause.LEASE_EXPIRED,
+          "its lease of " + hold.fixedLeaseMillis() + "ms ran out while an inner "
           + "section held it; the lock was released at the inner unlock()");
       return;
     }
     if (left == -1) {
-      engine.lose(hold, "unlock() found the lock no longer held by this thread: it expired, was "
+      engine.lose(hold, LossCause.GONE,
+          "unlock() found the lock no longer held by this thread: it expired, was "
           + "force-unlocked, or was lost in a Redis restart or failover");
-    } else if (engine.lose(hold, "Redis has another hold count for this thread than the "
+    } else if (engine.lose(hold, LossCause.COUNT_MISMATCH,
+        "Redis has another hold count for this thread than the "
         + expected + " the client expected")) {
       engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
           engine.giveUpAfter(engine.watchdogMillis())));
@@ -603,7 +633,7 @@ final class RedisLock implements FencedLock {
     if (deleted) {
       for (Hold h : engine.holds().values()) {
         if (h.names.key().equals(names.key()) && h.count() > 0) {
-          engine.lose(h, "forceUnlock() was called on this client");
+          engine.lose(h, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
         }
       }
     }
@@ -663,6 +693,8 @@ final class RedisLock implements FencedLock {
     try {
       return command.get();
     } catch (JedisException e) {
+      engine.observer().redisError("query",
+          e instanceof redis.clients.jedis.exceptions.JedisConnectionException);
       throw new LockException("Redis query on lock '" + names.name() + "' failed: "
           + e.getMessage(), e);
     }

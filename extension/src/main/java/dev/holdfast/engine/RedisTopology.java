@@ -6,10 +6,12 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.regex.Matcher;
@@ -64,6 +66,7 @@ abstract class RedisTopology implements AutoCloseable {
   private final int syncTimeoutMillis;
   /** {@code auto}: the replicas connected to each node, as last reported by a script. */
   private final Map<HostAndPort, KnownReplicas> knownReplicas = new ConcurrentHashMap<>();
+  private volatile LockObserver observer = LockObserver.NONE;
 
   private RedisTopology(JedisClientConfig clientConfig, LockClientConfig config) {
     this.clientConfig = clientConfig;
@@ -129,6 +132,38 @@ abstract class RedisTopology implements AutoCloseable {
 
   @Override
   public abstract void close();
+
+  /** Where failed calls are counted. */
+  void observe(LockObserver observer) {
+    this.observer = observer;
+  }
+
+  /** The node serving {@code key}, for messages and events ({@code host:port} where known). */
+  String nodeName(String key) {
+    return String.valueOf(renewalNode(key));
+  }
+
+  /** {@link LockEngine#ping()}. */
+  abstract List<NodeStatus> ping();
+
+  /** Sends {@code PING} on a connection of the pool, retrying once on a broken one. */
+  static NodeStatus ping(String role, HostAndPort node, Function<HostAndPort, Connection> pool) {
+    JedisException failure = null;
+    for (int attempt = 0; attempt < 2; attempt++) {
+      long start = System.nanoTime();
+      try (Connection c = pool.apply(node)) {
+        c.executeCommand(new CommandArguments(Protocol.Command.PING));
+        return new NodeStatus(node.toString(), role, true, (System.nanoTime() - start) / 1e6,
+            null);
+      } catch (JedisConnectionException e) {
+        failure = e; // maybe an idle connection that broke: a second one answers for the node
+      } catch (JedisException e) {
+        failure = e;
+        break;
+      }
+    }
+    return new NodeStatus(node.toString(), role, false, 0, explain(failure.getMessage()));
+  }
 
   /** The client that runs commands (scripts, HGET, PTTL). */
   abstract UnifiedJedis commands();
@@ -207,10 +242,12 @@ abstract class RedisTopology implements AutoCloseable {
           }
           continue;
         }
+        observer.redisError(script.name(), false);
         throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
             + ": " + explain(e.getMessage()), e);
       }
     }
+    observer.redisError(script.name(), true);
     throw new RedisUnavailableException("Redis did not answer the " + script.name()
         + " script on key " + keys.get(0) + ": " + explain(last.getMessage()), last);
   }
@@ -289,6 +326,7 @@ abstract class RedisTopology implements AutoCloseable {
         }
       } catch (JedisException e) {
         if (!unanswered(e)) {
+          observer.redisError(script.name(), false);
           throw new LockException("Redis " + script.name() + " script failed on key "
               + keys.get(0) + ": " + explain(e.getMessage()), e);
         }
@@ -298,6 +336,7 @@ abstract class RedisTopology implements AutoCloseable {
         }
       }
     }
+    observer.redisError(script.name(), true);
     throw new RedisUnavailableException("Redis did not answer the " + script.name()
         + " script on key " + keys.get(0) + ": " + explain(last.getMessage()), last);
   }
@@ -424,6 +463,16 @@ abstract class RedisTopology implements AutoCloseable {
     }
 
     @Override
+    String nodeName(String key) {
+      return node.toString();
+    }
+
+    @Override
+    List<NodeStatus> ping() {
+      return List.of(ping("standalone", node, n -> provider.getConnection()));
+    }
+
+    @Override
     public void close() {
       client.close();
     }
@@ -432,6 +481,7 @@ abstract class RedisTopology implements AutoCloseable {
   private static final class Sentinel extends RedisTopology {
     private final RedisSentinelClient client;
     private final SentineledConnectionProvider provider;
+    private final String masterName;
 
     Sentinel(LockClientConfig config, JedisClientConfig masterConfig,
         JedisClientConfig sentinelConfig, ConnectionPoolConfig pool) {
@@ -439,6 +489,7 @@ abstract class RedisTopology implements AutoCloseable {
       Set<HostAndPort> sentinels = new LinkedHashSet<>();
       config.nodes().forEach(n -> sentinels.add(hostAndPort(n)));
       String master = config.sentinelMaster().orElseThrow();
+      this.masterName = master;
       this.provider = new SentineledConnectionProvider(master, masterConfig, pool, sentinels,
           sentinelConfig);
       this.client = RedisSentinelClient.builder()
@@ -464,6 +515,21 @@ abstract class RedisTopology implements AutoCloseable {
     HostAndPort subscriberNode(String channel) {
       // Jedis follows +switch-master from the sentinels and keeps this current.
       return provider.getCurrentMaster();
+    }
+
+    @Override
+    String nodeName(String key) {
+      return String.valueOf(provider.getCurrentMaster());
+    }
+
+    @Override
+    List<NodeStatus> ping() {
+      HostAndPort master = provider.getCurrentMaster();
+      if (master == null) {
+        return List.of(new NodeStatus("master '" + masterName + "'", "master", false, 0,
+            "the sentinels have named no master"));
+      }
+      return List.of(ping("master", master, n -> provider.getConnection()));
     }
 
     @Override
@@ -523,6 +589,36 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     void refreshTopology() {
       provider.renewSlotCache();
+    }
+
+    /** Every primary of the cached slot map, each once; slots no primary serves are DOWN. */
+    @Override
+    List<NodeStatus> ping() {
+      Set<HostAndPort> primaries = new TreeSet<>(
+          Comparator.comparing(HostAndPort::getHost).thenComparingInt(HostAndPort::getPort));
+      int unserved = 0;
+      for (int slot = 0; slot < Protocol.CLUSTER_HASHSLOTS; slot++) {
+        HostAndPort node = provider.getNode(slot);
+        if (node == null) {
+          unserved++;
+        } else {
+          primaries.add(node);
+        }
+      }
+      List<NodeStatus> statuses = new ArrayList<>();
+      for (HostAndPort node : primaries) {
+        statuses.add(ping("primary", node, provider::getConnection));
+      }
+      if (unserved > 0) {
+        statuses.add(new NodeStatus("cluster slots", "primary", false, 0, unserved
+            + " of " + Protocol.CLUSTER_HASHSLOTS + " hash slots have no known primary"));
+        try {
+          provider.renewSlotCache(); // for the next check
+        } catch (RuntimeException e) {
+          // reported above
+        }
+      }
+      return statuses;
     }
 
     @Override
