@@ -55,6 +55,22 @@ class ClusterLockTest {
   }
 
   @Test
+  void ping_answersForEveryPrimaryOnce() {
+    LockClient client = clients.create(config);
+    List<NodeStatus> nodes = Clients.engine(client).ping();
+
+    assertEquals(3, nodes.size(), () -> "primaries: " + nodes);
+    assertEquals(3, nodes.stream().map(NodeStatus::node).distinct().count());
+    for (NodeStatus node : nodes) {
+      assertTrue(node.up(), () -> node + " is up");
+      assertEquals("primary", node.role());
+    }
+    Set<String> servers = new HashSet<>();
+    redis.clusterSetup().servers().forEach(s -> servers.add(s.hostAndPort().toString()));
+    assertTrue(nodes.stream().allMatch(n -> servers.contains(n.node())), () -> "" + nodes);
+  }
+
+  @Test
   void locksSpreadOverSlots_workFromTwoClients() {
     LockClient a = clients.create(config);
     LockClient b = clients.create(config);

@@ -9,6 +9,7 @@ import dev.holdfast.LockClient;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -41,6 +42,17 @@ class SentinelLockTest {
         "holdfast.redis.nodes", redis.sentinelSetup().sentinelNodes(),
         "holdfast.redis.sentinel.master", redis.sentinelSetup().masterName(),
         "holdfast.redis.timeout", "500ms");
+  }
+
+  @Test
+  void ping_answersForTheCurrentMaster() {
+    LockClient client = clients.create(config());
+    List<NodeStatus> nodes = Clients.engine(client).ping();
+
+    assertEquals(1, nodes.size(), () -> "" + nodes);
+    assertEquals(redis.sentinelSetup().currentMaster().toString(), nodes.get(0).node());
+    assertEquals("master", nodes.get(0).role());
+    assertTrue(nodes.get(0).up(), () -> "" + nodes);
   }
 
   @Test
