@@ -71,7 +71,9 @@ final class LockEvents {
   }
 
   static void waitEnds(Object begun, String name, String template, LockObserver.Outcome outcome) {
-    if (begun instanceof Wait event) {
+    // Tested for null before the cast: without JFR, the event class must never be resolved.
+    if (begun != null) {
+      Wait event = (Wait) begun;
       event.end();
       if (event.shouldCommit()) {
         event.name = name;
@@ -94,7 +96,8 @@ final class LockEvents {
 
   /** The hold's final {@code unlock()} released the lock; called by the holder. */
   static void holdEnds(Object begun, String name, String template) {
-    if (begun instanceof Held event) {
+    if (begun != null) {
+      Held event = (Held) begun;
       event.end();
       if (event.shouldCommit()) {
         event.name = name;
