@@ -1,5 +1,6 @@
 package dev.holdfast.engine;
 
+import dev.holdfast.LockException;
 import java.lang.System.Logger.Level;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -125,20 +126,30 @@ final class LeaseWatchdog {
     }
     try {
       long sentAt = System.nanoTime();
-      List<?> renewed = (List<?>) topology.eval(LockScripts.RENEW, keys, args);
+      RedisTopology.Replicated replicated = topology.evalReplicated(LockScripts.RENEW, keys,
+          sealed -> args, false);
+      List<?> renewed = (List<?>) replicated.reply();
       long until = LockEngine.confirmedUntil(sentAt, leaseMillis);
       for (int i = 0; i < batch.size(); i++) {
         Hold h = batch.get(i);
         long epoch = epochs.get(i);
         if (((Number) renewed.get(i)).longValue() == 1) {
-          h.renewed(epoch, until);
-          engine.watchDeadline(h);
+          // A renewal the replicas did not acknowledge might not survive a failover: the hold
+          // keeps the lease it had, and is lost at its deadline unless a later renewal is.
+          if (replicated.confirmed()) {
+            h.renewed(epoch, until);
+            engine.watchDeadline(h);
+          }
         } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
           // Unchanged since the renewal was sent: no release of its own explains the miss.
           engine.lose(h, "the lease renewal found the lock no longer held by this thread: it "
               + "expired while Redis was unreachable, was force-unlocked, or was lost in a "
               + "Redis restart or failover");
         }
+      }
+      if (!replicated.confirmed()) {
+        throw new LockException(replicated.acknowledged() + " of " + replicated.replicas()
+            + " replicas acknowledged the renewal in time (holdfast.redis.sync-replicas)");
       }
       return true;
     } catch (RuntimeException e) {

@@ -417,10 +417,10 @@ public final class LockEngine implements AutoCloseable {
    * @return {count, outcome}
    */
   List<?> resolve(LockNames names, String field, String requestId, int expected, String kind) {
-    return (List<?>) topology.eval(LockScripts.RESOLVE,
-        List.of(names.key(), names.markerPrefix() + requestId),
-        List.of(field, Integer.toString(expected), kind, topology.publishCommand(),
-            names.channel(), Long.toString(sealMillis)));
+    List<String> args = List.of(field, Integer.toString(expected), kind,
+        topology.publishCommand(), names.channel(), Long.toString(sealMillis));
+    return (List<?>) topology.evalReplicated(LockScripts.RESOLVE,
+        List.of(names.key(), names.markerPrefix() + requestId), sealed -> args, false).reply();
   }
 
   private void pingSubscribers() {

@@ -11,9 +11,27 @@ final class LockScript {
   private final String source;
   private final String sha1;
 
-  LockScript(String name, String source) {
+  /**
+   * Every lock script may be asked, by a last argument {@code auto}, to report how many replicas
+   * are connected to the server that ran it, so that the caller knows whether to {@code WAIT}
+   * without another round trip: it then returns {@code {result, replicas}}. Scripts read their
+   * arguments by position, so the extra last one is invisible to them.
+   */
+  private static final String REPORT_REPLICAS = """
+      local function run()
+      %s
+      end
+      local result = run()
+      if ARGV[#ARGV] == 'auto' then
+        local info = redis.call('info', 'replication')
+        return {result, tonumber(string.match(info, 'connected_slaves:(%%d+)')) or 0}
+      end
+      return result
+      """;
+
+  LockScript(String name, String body) {
     this.name = name;
-    this.source = source;
+    this.source = REPORT_REPLICAS.formatted(body);
     this.sha1 = sha1(source);
   }
 

@@ -25,6 +25,7 @@ import redis.clients.jedis.exceptions.JedisException;
  * settled first by a re-entry. Nothing uncertain is ever left for the watchdog to renew.
  */
 final class RedisLock implements FencedLock {
+  private static final System.Logger LOG = System.getLogger(RedisLock.class.getName());
   /** The longest lease accepted: Redis and the local deadline arithmetic stay far from overflow. */
   static final long MAX_LEASE_MILLIS = Duration.ofDays(365).toMillis();
   /** Returned by {@link Attempt#tryOnce} when the lock was acquired. */
@@ -180,11 +181,19 @@ final class RedisLock implements FencedLock {
         try {
           pttl = attempt.tryOnce();
           failingSince = 0;
-        } catch (RedisUnavailableException e) {
+        } catch (RedisUnavailableException | NotReplicatedException e) {
+          // Ride it out like an outage; an unacknowledged grant is simply "not acquired" once
+          // the wait is over.
+          boolean notReplicated = e instanceof NotReplicatedException;
           long now = System.nanoTime();
           failingSince = failingSince == 0 ? now : failingSince;
-          if (waitNanos == 0 || now - failingSince > millisToNanos(engine.watchdogMillis())
-              || (waitNanos != FOREVER && now - start >= waitNanos)) {
+          if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
+            if (notReplicated) {
+              return false;
+            }
+            throw e;
+          }
+          if (now - failingSince > millisToNanos(engine.watchdogMillis())) {
             throw e;
           }
           pttl = OUTAGE_RETRY_MS;
@@ -289,18 +298,20 @@ final class RedisLock implements FencedLock {
       long lease = leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
       String request = requestId;
       String assignToken = fenced && (hold == null || hold.token() == 0) ? "1" : "0";
+      RedisTopology.Replicated replicated;
       List<?> reply;
       long sentAt = System.nanoTime();
       if (hold != null) {
         hold.beginCall();
       }
       try {
-        reply = (List<?>) engine.topology().eval(LockScripts.ACQUIRE,
+        replicated = engine.topology().evalReplicated(LockScripts.ACQUIRE,
             List.of(names.key(), names.markerPrefix() + request, names.tokenKey()),
             sealed -> List.of(Long.toString(lease), field, Integer.toString(expected),
                 sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
                 Long.toString(TOKEN_KEY_MILLIS + lease)),
             resend);
+        reply = (List<?>) replicated.reply();
         uncertain = false;
       } catch (RedisUnavailableException e) {
         uncertain = true;
@@ -316,6 +327,9 @@ final class RedisLock implements FencedLock {
         return value;
       }
       if (status == 1 && value == expected + 1) {
+        if (!replicated.confirmed()) {
+          rollBack(replicated);
+        }
         return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)));
       }
       if (status == -1 && hold != null) {
@@ -339,6 +353,23 @@ final class RedisLock implements FencedLock {
             engine.giveUpAfter(engine.watchdogMillis())));
       }
       throw lostBeforeReentry(hold);
+    }
+
+    /**
+     * The grant was not acknowledged by the replicas: a failover now could hand the lock to
+     * someone else, so undo it and report it not granted.
+     */
+    private void rollBack(RedisTopology.Replicated replicated) {
+      try {
+        engine.resolve(names, field, requestId, requestExpected, "acquire");
+      } catch (RedisUnavailableException e) {
+        uncertain = true; // the grant may stand: re-sending the request settles it
+        throw e;
+      }
+      requestId = null;
+      throw new NotReplicatedException("Lock '" + names.name() + "' was not granted: "
+          + replicated.acknowledged() + " of " + replicated.replicas() + " replicas acknowledged "
+          + "the acquisition in time (holdfast.redis.sync-replicas), so it was rolled back");
     }
 
     private long opened(Hold hold, int expected, long lease, long sentAt, long pttl,
@@ -483,12 +514,16 @@ final class RedisLock implements FencedLock {
     long left;
     hold.beginCall();
     try {
-      left = number(engine.topology().eval(LockScripts.RELEASE,
+      RedisTopology.Replicated replicated = engine.topology().evalReplicated(LockScripts.RELEASE,
           List.of(names.key(), names.markerPrefix() + requestId),
           sealed -> List.of(hold.field, Long.toString(ttl), Integer.toString(expected),
               engine.topology().publishCommand(), Long.toString(engine.markerMillis(sealed)),
               names.channel(), sealed ? "1" : "0"),
-          resend));
+          resend);
+      left = number(replicated.reply());
+      if (!replicated.confirmed()) {
+        unconfirmed("unlock()", replicated);
+      }
     } catch (RedisUnavailableException e) {
       hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
       throw e;
@@ -531,6 +566,12 @@ final class RedisLock implements FencedLock {
     throw closeLost(hold);
   }
 
+  private void unconfirmed(String call, RedisTopology.Replicated replicated) {
+    LOG.log(System.Logger.Level.WARNING, () -> call + " of lock '" + names.name() + "' was "
+        + "acknowledged by " + replicated.acknowledged() + " of " + replicated.replicas()
+        + " replicas in time: after a failover the lock may be held again until its lease ends");
+  }
+
   /** An unlock of a lost hold: closes the section locally and says why it was lost. */
   private IllegalMonitorStateException closeLost(Hold hold) {
     String message = lostMessage(hold);
@@ -552,9 +593,13 @@ final class RedisLock implements FencedLock {
   @Override
   public boolean forceUnlock() {
     checkOpen();
-    Object reply = engine.topology().eval(LockScripts.FORCE_RELEASE, List.of(names.key()),
-        List.of(engine.topology().publishCommand(), names.channel()));
-    boolean deleted = number(reply) == 1;
+    RedisTopology.Replicated replicated = engine.topology().evalReplicated(
+        LockScripts.FORCE_RELEASE, List.of(names.key()),
+        sealed -> List.of(engine.topology().publishCommand(), names.channel()), false);
+    boolean deleted = number(replicated.reply()) == 1;
+    if (deleted && !replicated.confirmed()) {
+      unconfirmed("forceUnlock()", replicated);
+    }
     if (deleted) {
       for (Hold h : engine.holds().values()) {
         if (h.names.key().equals(names.key()) && h.count() > 0) {

@@ -4,26 +4,35 @@ import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import java.net.URI;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.CommandObjects;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.ConnectionPoolConfig;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.JedisClientConfig;
+import redis.clients.jedis.Pipeline;
+import redis.clients.jedis.Protocol;
 import redis.clients.jedis.RedisClient;
 import redis.clients.jedis.RedisClusterClient;
 import redis.clients.jedis.RedisProtocol;
 import redis.clients.jedis.RedisSentinelClient;
+import redis.clients.jedis.Response;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.exceptions.JedisNoScriptException;
+import redis.clients.jedis.exceptions.JedisRedirectionException;
 import redis.clients.jedis.providers.ClusterConnectionProvider;
+import redis.clients.jedis.providers.PooledConnectionProvider;
+import redis.clients.jedis.providers.SentineledConnectionProvider;
 import redis.clients.jedis.util.JedisClusterCRC16;
 
 /**
@@ -39,13 +48,21 @@ abstract class RedisTopology implements AutoCloseable {
 
   private static final Pattern VERSION = Pattern.compile("redis_version:(\\d+)\\.");
 
+  private static final CommandObjects RESP3_COMMANDS = new CommandObjects(RedisProtocol.RESP3);
+  private static final CommandObjects RESP2_COMMANDS = new CommandObjects(RedisProtocol.RESP2);
+
   final JedisClientConfig clientConfig;
   final Duration timeout;
   private final JedisClientConfig subscriberConfig;
+  /** {@link LockClientConfig#syncReplicas()}. */
+  private final int syncReplicas;
+  private final int syncTimeoutMillis;
 
-  private RedisTopology(JedisClientConfig clientConfig, Duration timeout) {
+  private RedisTopology(JedisClientConfig clientConfig, LockClientConfig config) {
     this.clientConfig = clientConfig;
-    this.timeout = timeout;
+    this.timeout = config.timeout();
+    this.syncReplicas = config.syncReplicas();
+    this.syncTimeoutMillis = Math.toIntExact(config.syncTimeout().toMillis());
     // RESP2 so that pub/sub pushes arrive as plain arrays on the subscriber's own connection.
     this.subscriberConfig = DefaultJedisClientConfig.builder().from(clientConfig)
         .protocol(RedisProtocol.RESP2).build();
@@ -108,6 +125,9 @@ abstract class RedisTopology implements AutoCloseable {
 
   /** The client that runs commands (scripts, HGET, PTTL). */
   abstract UnifiedJedis commands();
+
+  /** A pooled connection to the node that serves {@code key}; close it to return it. */
+  abstract Connection connection(String key);
 
   /** The node a waiter for {@code channel} subscribes to, from cached topology (no I/O). */
   abstract HostAndPort subscriberNode(String channel);
@@ -209,6 +229,118 @@ abstract class RedisTopology implements AutoCloseable {
 
 
 
+  /**
+   * A script's reply, and whether the replicas acknowledged what it wrote as
+   * {@link LockClientConfig#syncReplicas()} asks.
+   *
+   * @param replicas the replicas the call waited for (0: none were connected, or none asked)
+   * @param acknowledged how many acknowledged within the sync timeout
+   */
+  record Replicated(Object reply, long replicas, long acknowledged) {
+    /** Whether the write is as safe as the configuration asks. */
+    boolean confirmed() {
+      return replicas == 0 || acknowledged >= 1;
+    }
+  }
+
+  /**
+   * Like {@link #eval(LockScript, List, Function, boolean)} for a call that changes a lock's
+   * state, followed on the same connection by {@code WAIT} as configured: {@code none} sends no
+   * {@code WAIT}; a number {@code N} pipelines {@code WAIT N} with the script (one round trip);
+   * {@code auto} has the script report the replicas connected at that moment and sends
+   * {@code WAIT <that many>} only when some are — so with no replica, no round trip is added.
+   *
+   * @throws RedisUnavailableException when no attempt got an answer: the call may have run
+   * @throws LockException when Redis answered with an error
+   */
+  final Replicated evalReplicated(LockScript script, List<String> keys,
+      Function<Boolean, List<String>> args, boolean sealFirst) {
+    if (syncReplicas == LockClientConfig.SYNC_REPLICAS_NONE) {
+      return new Replicated(eval(script, keys, args, sealFirst), 0, 0);
+    }
+    JedisException last = null;
+    long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
+    for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
+      List<String> arguments = new ArrayList<>(args.apply(sealFirst || attempt > 1));
+      arguments.add(syncReplicas == LockClientConfig.SYNC_REPLICAS_AUTO ? "auto" : "-");
+      try (Connection c = connection(keys.get(0))) {
+        return runReplicated(c, script, keys, arguments);
+      } catch (JedisRedirectionException e) {
+        last = e; // not run here: the slot moved
+        refreshTopology();
+      } catch (JedisConnectionException e) {
+        last = e;
+        if (System.nanoTime() - deadline > 0) {
+          break;
+        }
+      } catch (JedisException e) {
+        if (!unanswered(e)) {
+          throw new LockException("Redis " + script.name() + " script failed on key "
+              + keys.get(0) + ": " + explain(e.getMessage()), e);
+        }
+        last = e;
+        if (System.nanoTime() - deadline > 0) {
+          break;
+        }
+      }
+    }
+    throw new RedisUnavailableException("Redis did not answer the " + script.name()
+        + " script on key " + keys.get(0) + ": " + explain(last.getMessage()), last);
+  }
+
+  private Replicated runReplicated(Connection c, LockScript script, List<String> keys,
+      List<String> args) {
+    if (syncReplicas > 0) {
+      // A fixed number: the WAIT goes in the same round trip as the script.
+      Pipeline pipeline = new Pipeline(c);
+      Response<Object> reply = pipeline.evalsha(script.sha1(), keys, args);
+      Response<Long> waited = pipeline.waitReplicas(syncReplicas, syncTimeoutMillis);
+      c.setSoTimeout(c.getSoTimeout() + syncTimeoutMillis);
+      try {
+        pipeline.sync();
+      } finally {
+        c.rollbackTimeout();
+      }
+      Object result;
+      try {
+        result = reply.get();
+      } catch (JedisNoScriptException e) {
+        result = c.executeCommand(commands(c).eval(script.source(), keys, args));
+        return new Replicated(result, syncReplicas, waitFor(c, syncReplicas));
+      }
+      return new Replicated(result, syncReplicas, waited.get());
+    }
+    Object reply;
+    try {
+      reply = c.executeCommand(commands(c).evalsha(script.sha1(), keys, args));
+    } catch (JedisNoScriptException e) {
+      reply = c.executeCommand(commands(c).eval(script.source(), keys, args));
+    }
+    List<?> withReplicas = (List<?>) reply;
+    long connected = ((Number) withReplicas.get(1)).longValue();
+    Object result = withReplicas.get(0);
+    if (connected == 0) {
+      return new Replicated(result, 0, 0);
+    }
+    return new Replicated(result, connected, waitFor(c, connected));
+  }
+
+  private static CommandObjects commands(Connection c) {
+    return c.getRedisProtocol() == RedisProtocol.RESP2 ? RESP2_COMMANDS : RESP3_COMMANDS;
+  }
+
+  /** Sends {@code WAIT} on {@code c}: how many replicas acknowledged its writes in time. */
+  private long waitFor(Connection c, long replicas) {
+    c.setSoTimeout(c.getSoTimeout() + syncTimeoutMillis);
+    try {
+      Object acknowledged = c.executeCommand(new CommandArguments(Protocol.Command.WAIT)
+          .add(replicas).add(syncTimeoutMillis));
+      return ((Number) acknowledged).longValue();
+    } finally {
+      c.rollbackTimeout();
+    }
+  }
+
   /** Reads the major version of the server behind {@code node}. */
   static int majorVersion(HostAndPort node, JedisClientConfig config) {
     try (Connection c = new Connection(node, config)) {
@@ -228,16 +360,24 @@ abstract class RedisTopology implements AutoCloseable {
     private final RedisClient client;
     private final HostAndPort node;
 
+    private final PooledConnectionProvider provider;
+
     Standalone(LockClientConfig config, JedisClientConfig clientConfig, ConnectionPoolConfig pool) {
-      super(clientConfig, config.timeout());
+      super(clientConfig, config);
       this.node = hostAndPort(config.address());
+      this.provider = new PooledConnectionProvider(node, clientConfig, pool);
       this.client = RedisClient.builder().hostAndPort(node).clientConfig(clientConfig)
-          .poolConfig(pool).build();
+          .connectionProvider(provider).build();
     }
 
     @Override
     UnifiedJedis commands() {
       return client;
+    }
+
+    @Override
+    Connection connection(String key) {
+      return provider.getConnection();
     }
 
     @Override
@@ -253,18 +393,22 @@ abstract class RedisTopology implements AutoCloseable {
 
   private static final class Sentinel extends RedisTopology {
     private final RedisSentinelClient client;
+    private final SentineledConnectionProvider provider;
 
     Sentinel(LockClientConfig config, JedisClientConfig masterConfig,
         JedisClientConfig sentinelConfig, ConnectionPoolConfig pool) {
-      super(masterConfig, config.timeout());
+      super(masterConfig, config);
       Set<HostAndPort> sentinels = new LinkedHashSet<>();
       config.nodes().forEach(n -> sentinels.add(hostAndPort(n)));
+      String master = config.sentinelMaster().orElseThrow();
+      this.provider = new SentineledConnectionProvider(master, masterConfig, pool, sentinels,
+          sentinelConfig);
       this.client = RedisSentinelClient.builder()
-          .masterName(config.sentinelMaster().orElseThrow())
+          .masterName(master)
           .sentinels(sentinels)
           .clientConfig(masterConfig)
           .sentinelClientConfig(sentinelConfig)
-          .poolConfig(pool)
+          .connectionProvider(provider)
           .build();
     }
 
@@ -274,9 +418,14 @@ abstract class RedisTopology implements AutoCloseable {
     }
 
     @Override
+    Connection connection(String key) {
+      return provider.getConnection();
+    }
+
+    @Override
     HostAndPort subscriberNode(String channel) {
       // Jedis follows +switch-master from the sentinels and keeps this current.
-      return client.getCurrentMaster();
+      return provider.getCurrentMaster();
     }
 
     @Override
@@ -291,7 +440,7 @@ abstract class RedisTopology implements AutoCloseable {
     private final boolean sharded;
 
     Cluster(LockClientConfig config, JedisClientConfig clientConfig, ConnectionPoolConfig pool) {
-      super(clientConfig, config.timeout());
+      super(clientConfig, config);
       Set<HostAndPort> seeds = new LinkedHashSet<>();
       config.nodes().forEach(n -> seeds.add(hostAndPort(n)));
       this.provider = new ClusterConnectionProvider(seeds, clientConfig, pool);
@@ -313,6 +462,11 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     UnifiedJedis commands() {
       return client;
+    }
+
+    @Override
+    Connection connection(String key) {
+      return provider.getConnectionFromSlot(JedisClusterCRC16.getSlot(key));
     }
 
     @Override
