@@ -28,6 +28,7 @@ import redis.clients.jedis.Jedis;
  * the store refuses A's write and keeps B's; without (the control) A's late write overwrites B's.
  */
 class PausedHolderIT {
+  private static final System.Logger LOG = System.getLogger(PausedHolderIT.class.getName());
   private static final Duration TIMEOUT = Duration.ofSeconds(30);
   /** A's wait between acquiring and writing: the window to stop it in; within its 2 s lease. */
   private static final long HOLD_MS = 1_000;
@@ -118,7 +119,9 @@ class PausedHolderIT {
       } finally {
         a.resume();
       }
-      return new Writes(late.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), next);
+      Writes writes = new Writes(late.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), next);
+      LOG.log(System.Logger.Level.INFO, "{0}: {1}", fenced ? "fenced" : "unfenced", writes);
+      return writes;
     }
   }
 
