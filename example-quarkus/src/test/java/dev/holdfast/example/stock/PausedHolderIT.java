@@ -7,6 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisServer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -94,7 +98,12 @@ class PausedHolderIT {
 
   /**
    * A's write and B's, in the order described in the class comment; fenced or not. Every wait is
-   * on something observed in Redis or an answer, and bounded; A always runs again afterwards.
+   * on something observed — A's log, the lock in Redis, an answer — and bounded; A always runs
+   * again afterwards.
+   *
+   * <p>A is paused once it logs that it holds the lock and waits to write, not as soon as the lock
+   * appears in Redis: then A may not have read the acquisition's reply yet, and on resuming finds
+   * its hold lost before the method started, so the method does not run at all (500).
    */
   private Writes pauseHolderPastItsLease(String sku, boolean fenced)
       throws InterruptedException, ExecutionException, TimeoutException {
@@ -103,7 +112,8 @@ class PausedHolderIT {
     try (Jedis redisView = redis.admin()) {
       CompletableFuture<StockApi.Write> late = api.write(a.uri(), sku, fenced, LATE_UNITS,
           HOLD_MS);
-      Await.until(TIMEOUT, () -> redisView.exists(lockKey), "A holds " + lockKey);
+      Await.until(TIMEOUT, () -> read(a.log()).contains("Holding lock " + lockKey + " ("),
+          "A logs that it holds " + lockKey + " and waits to write");
       StockApi.Write next;
       a.pause();
       try {
@@ -122,6 +132,14 @@ class PausedHolderIT {
       Writes writes = new Writes(late.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), next);
       LOG.log(System.Logger.Level.INFO, "{0}: {1}", fenced ? "fenced" : "unfenced", writes);
       return writes;
+    }
+  }
+
+  private static String read(Path file) {
+    try {
+      return Files.readString(file, StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
     }
   }
 

@@ -48,7 +48,7 @@ class StockResourceTest {
   @Inject
   StockStore store;
 
-  /* Named locks of both kinds for one name: two synthetic beans of the build-compatible extension. */
+  /* One name as both kinds of named lock: two synthetic beans of Holdfast's BCE (ArC). */
   @Inject
   @Named("inventory:named-probe")
   FencedLock fencedProbe;

@@ -21,6 +21,7 @@ import org.eclipse.microprofile.config.inject.ConfigProperty;
  */
 @ApplicationScoped
 public class Inventory {
+  private static final System.Logger LOG = System.getLogger(Inventory.class.getName());
 
   @Inject
   StockStore store;
@@ -90,7 +91,7 @@ public class Inventory {
   @Locked(value = "inventory:{sku}", fenced = true, leaseTime = "2s")
   public long setUnitsFenced(String sku, int units, long holdMillis) {
     long token = FencingToken.current();
-    pause(holdMillis);
+    holdBeforeWriting(sku, "fencing token " + token, holdMillis);
     if (!store.setUnitsFenced(sku, units, token)) {
       throw new StaleTokenException(sku, token);
     }
@@ -103,12 +104,21 @@ public class Inventory {
    */
   @Locked(value = "inventory:{sku}", leaseTime = "2s")
   public void setUnitsUnfenced(String sku, int units, long holdMillis) {
-    pause(holdMillis);
+    holdBeforeWriting(sku, "no fencing token", holdMillis);
     store.setUnits(sku, units);
   }
 
   private void work() {
     pause(workMillis);
+  }
+
+  /** Waits under the SKU's lock, logging first: a test watches for the line to pause us. */
+  private static void holdBeforeWriting(String sku, String token, long holdMillis) {
+    if (holdMillis > 0) {
+      LOG.log(System.Logger.Level.INFO, "Holding lock inventory:" + sku + " (" + token + ") for "
+          + holdMillis + " ms before writing");
+      pause(holdMillis);
+    }
   }
 
   private static void pause(long millis) {

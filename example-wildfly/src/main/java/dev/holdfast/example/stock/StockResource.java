@@ -136,7 +136,8 @@ public class StockResource {
 
   /** Whether releasing the lock failed because it was lost, after the method threw {@code e}. */
   private static boolean lostOnRelease(Exception e) {
-    return Arrays.stream(e.getSuppressed()).anyMatch(IllegalMonitorStateException.class::isInstance);
+    return Arrays.stream(e.getSuppressed())
+        .anyMatch(IllegalMonitorStateException.class::isInstance);
   }
 
   private static Response invalidWrite(NewLevel level, long holdMs) {

@@ -80,7 +80,12 @@ class PausedHolderIT {
 
   /**
    * A's write and B's, in the order described in the class comment; fenced or not. Every wait is
-   * on something observed in Redis or an answer, and bounded; A always runs again afterwards.
+   * on something observed — A's log, the lock in Redis, an answer — and bounded; A always runs
+   * again afterwards.
+   *
+   * <p>A is paused once it logs that it holds the lock and waits to write, not as soon as the lock
+   * appears in Redis: then A may not have read the acquisition's reply yet, and on resuming finds
+   * its hold lost before the method started, so the method does not run at all (500).
    */
   private Writes pauseHolderPastItsLease(String sku, boolean fenced)
       throws InterruptedException, ExecutionException, TimeoutException {
@@ -88,7 +93,9 @@ class PausedHolderIT {
     String lockKey = "inventory:" + sku;
     try (Jedis redisView = redis.admin()) {
       CompletableFuture<Write> late = a.writeAsync(sku, fenced, LATE_UNITS, HOLD_MS);
-      Await.until(TIMEOUT, () -> redisView.exists(lockKey), "A holds " + lockKey);
+      String holding = "Holding lock " + lockKey + " (";
+      Await.until(TIMEOUT, () -> serverA.consoleLogText().contains(holding),
+          "A logs that it holds " + lockKey + " and waits to write");
       Write next;
       serverA.pause();
       try {

@@ -136,6 +136,11 @@ final class WildFlyServer implements AutoCloseable {
     return name;
   }
 
+  /** {@return what the server has written to its console so far} */
+  String consoleLogText() {
+    return read(consoleLog);
+  }
+
   /**
    * Freezes the server's JVM with SIGSTOP: none of its threads runs, and its connections stay
    * open, until {@link #resume()}.
