@@ -204,11 +204,13 @@ public final class LockEngine implements AutoCloseable {
 
   /**
    * Until when a TTL of {@code ttlMillis} set by a call sent at {@code sentAt} (nanoTime) is
-   * certainly still running in Redis: Redis counts it from when it ran, which is later, and its
-   * clock may run a little faster than ours, hence 1% and 2 ms less.
+   * certainly still running in Redis: Redis counts it from when it ran, which is later. The
+   * margin covers a Redis clock running a little faster than ours (1%) and a deadline timer that
+   * fires late on a busy machine (25 ms), so that a loss is reported before anyone else can
+   * acquire.
    */
   static long confirmedUntil(long sentAt, long ttlMillis) {
-    long margin = ttlMillis / 100 + 2;
+    long margin = ttlMillis / 100 + 25;
     return sentAt + TimeUnit.MILLISECONDS.toNanos(Math.max(0, ttlMillis - margin));
   }
 

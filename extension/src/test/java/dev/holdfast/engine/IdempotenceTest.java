@@ -8,8 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockException;
+import dev.holdfast.testing.FaultProxy;
 import dev.holdfast.testing.RedisExtension;
-import dev.holdfast.testing.ReplyDroppingProxy;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -32,14 +32,14 @@ class IdempotenceTest {
   @RegisterExtension
   final Clients clients = new Clients();
 
-  private ReplyDroppingProxy proxy;
+  private FaultProxy proxy;
   private LockClient client;
   private String field;
 
   @BeforeEach
   void setUp() throws Exception {
     redis.flushAll();
-    proxy = new ReplyDroppingProxy(redis.server().port());
+    proxy = new FaultProxy(redis.server().port());
     client = clients.create(Map.of("holdfast.redis.address", proxy.uri(),
         "holdfast.redis.timeout", "300ms"));
     field = client.getClientId() + ":" + Thread.currentThread().getId();

@@ -100,6 +100,21 @@ class HarnessSmokeTest {
   }
 
   @Test
+  void killAndRestart_withAppendFsyncAlways_keepsAcknowledgedWrites() {
+    try (RedisServer server = RedisServer.start("--appendonly", "yes", "--appendfsync", "always")) {
+      server.withAdmin(jedis -> jedis.set("key", "value"));
+      server.withAdmin(jedis -> jedis.psetex("expiring", 60_000, "soon"));
+
+      server.kill();
+      server.restart();
+
+      assertEquals("value", server.withAdmin(jedis -> jedis.get("key")));
+      long ttl = server.withAdmin(jedis -> jedis.pttl("expiring"));
+      assertTrue(ttl > 0 && ttl <= 60_000, "the expiry survives too: " + ttl);
+    }
+  }
+
+  @Test
   void invalidArguments_areRejectedBeforeAnythingStarts() {
     assertThrows(IllegalArgumentException.class, () -> RedisServer.start("--port", "6379"));
     assertThrows(IllegalArgumentException.class,

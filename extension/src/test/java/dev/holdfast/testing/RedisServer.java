@@ -28,7 +28,10 @@ import redis.clients.jedis.JedisClientConfig;
  *
  * <p>Every server runs with {@code --bind 127.0.0.1 --port <port> --protected-mode no --save ""
  * --appendonly no --dir <fresh temp dir> --repl-diskless-sync-delay 0} followed by the caller's
- * extra arguments; nothing is persisted, so a restart starts empty. (The diskless-sync delay is 0
+ * extra arguments, which win over these defaults; unless they turn persistence on (e.g.
+ * {@code --appendonly yes --appendfsync always}), nothing is persisted, so a restart starts empty.
+ * With {@code --appendonly yes} the temp dir keeps the AOF across {@link #kill()} and
+ * {@link #restart()}, so a restart reloads what was written. (The diskless-sync delay is 0
  * so a replica's first sync does not wait the default 5 s.) Its stdout, i.e. the Redis log, goes
  * to {@link #logFile()} in the temp dir; the temp dir is deleted on {@link #close()}.
  *
@@ -254,8 +257,9 @@ public final class RedisServer implements AutoCloseable {
 
   /**
    * Kills the server (if running) and starts it again on the same port with the same
-   * arguments, waiting until it answers as for {@link #start}. Data and the script cache are
-   * lost (nothing is persisted); a cluster node keeps its node id and cluster config
+   * arguments, waiting until it answers as for {@link #start}. The script cache is lost, and so
+   * is the data unless the extra arguments turned persistence on (then the AOF in the temp dir
+   * is reloaded, e.g. after a {@link #kill()}); a cluster node keeps its node id and cluster config
    * ({@code nodes.conf} survives), a sentinel keeps its rewritten config.
    *
    * @throws IllegalStateException if closed, or if the server does not come back

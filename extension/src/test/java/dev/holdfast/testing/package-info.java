@@ -7,7 +7,9 @@
  * {@link dev.holdfast.testing.Await} for waiting on conditions instead of sleeping.
  *
  * <p>Test code only; not part of Holdfast's API. Every process is started by and killed by this
- * package (explicitly, or by a shutdown hook), listens on 127.0.0.1 only and persists nothing.
+ * package (explicitly, or by a shutdown hook), listens on 127.0.0.1 only and persists nothing
+ * unless asked to ({@code --appendonly yes}). {@link dev.holdfast.testing.FaultProxy} sits between
+ * a client and a server to drop replies, delay, black-hole or reset connections.
  * The binary is {@code redis-server} from {@code PATH}, else the one bundled in
  * {@code org.signal:embedded-redis}; {@code -Dholdfast.redis-server=<path>|embedded} overrides.
  */

@@ -1,0 +1,658 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockException;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+/**
+ * One thread of a {@link LockModelTest} process: a random sequence of lock operations on the
+ * shared lock names through its slot's client, with the model of what this thread believes it
+ * holds, recording every call, hold episode and probe window.
+ *
+ * <p>The model, per lock this thread holds: a hold <em>episode</em> (from the acquisition that
+ * took the count from 0 until the count is back to 0) with a stack of sections, each WATCHDOG
+ * (no lease argument) or FIXED (explicit lease), as in the engine contract. The thread enters a
+ * probe window only while it believes it holds the lock: no LockLost received for the episode,
+ * no failed unlock pending, its client open, and — when only FIXED sections are open — well
+ * before the earliest moment the lease can run out (then it releases instead, as an application
+ * with no time left would). Most holds are short; one in seven is a long critical section of
+ * 1-4 s of back-to-back windows, long enough to span a fault. A thread that holds locks takes
+ * another only if its name is higher, and only with a bounded tryLock, so actors cannot deadlock
+ * and waits do not form convoys; waiting re-entries happen only on the highest lock held.
+ *
+ * <p>Random choices come from a {@link Random} seeded by the run's seed and the actor's name, so
+ * the sequence of choices is fixed by the seed; which choices are possible depends on timing
+ * (what is held when), so two runs with one seed are alike, not identical.
+ *
+ * <p>Confined to its thread, except {@link #describeCall()}.
+ */
+final class ModelActor implements Runnable {
+  private static final int MAX_COUNT = 3;
+  /** An episode held this long only releases (and winds down its nested holds). */
+  private static final long HOLD_CAP_MICROS = 5_000_000;
+  /** One new hold in this many is a long one: 1-4 s of work, often longer than a lease. */
+  private static final int LONG_HOLD_ONE_IN = 7;
+  /** Margin before the earliest possible end of a FIXED lease: work, probe trip, 1%, timer. */
+  private static final long WINDOW_MARGIN_MICROS = 200_000;
+  /** How long after its upper bound a FIXED lease must have been declared lost. */
+  static final long LEASE_TOLERANCE_MICROS = 300_000;
+  /** A failed unlock is retried for at most this long before the hold is abandoned. */
+  private static final long UNLOCK_RETRY_MICROS = 30_000_000;
+  private static final long RECREATE_MIN_MILLIS = 12_000;
+
+  private enum Method {
+    LOCK, LOCK_LEASE, TRY, TRY_WAIT, TRY_WAIT_LEASE, INTERRUPTIBLY, INTERRUPTIBLY_LEASE;
+
+    boolean bounded() {
+      return this == TRY || this == TRY_WAIT || this == TRY_WAIT_LEASE;
+    }
+
+    boolean interruptible() {
+      return this == INTERRUPTIBLY || this == INTERRUPTIBLY_LEASE;
+    }
+  }
+
+  private record Section(boolean watchdog, long callStart, long callEnd, long leaseMillis) {
+  }
+
+  /** This thread's hold of one lock: one episode. */
+  private static final class Hold {
+    final String episode;
+    final String lock;
+    final ModelSlot.Generation generation;
+    final long callStart;
+    final ArrayDeque<Section> sections = new ArrayDeque<>();
+    /** Latest possible end of any FIXED lease of the episode (µs); 0 if none. */
+    long fixedUpper;
+    /** When the last WATCHDOG section closed (µs); 0 if none did. */
+    long watchdogClosedAt;
+    boolean lost;
+    long unlockFailingSince;
+    /** Until when (µs) the thread means to keep working under this hold; 0 for a short hold. */
+    long busyUntil;
+
+    Hold(String episode, String lock, ModelSlot.Generation generation, long callStart) {
+      this.episode = episode;
+      this.lock = lock;
+      this.generation = generation;
+      this.callStart = callStart;
+    }
+
+    int count() {
+      return sections.size();
+    }
+
+    boolean watchdogOpen() {
+      return sections.stream().anyMatch(Section::watchdog);
+    }
+
+    /** Earliest moment the engine may end the lease (µs); MAX when a WATCHDOG section is open. */
+    long earliestEnd() {
+      if (watchdogOpen()) {
+        return Long.MAX_VALUE;
+      }
+      long end = 0;
+      for (Section s : sections) {
+        long lease = s.leaseMillis * 1_000;
+        end = Math.max(end, s.callStart + lease - lease / 100);
+      }
+      return end;
+    }
+
+    /** The model's expectation for a call on this hold starting at {@code start}. */
+    String expectation(long start) {
+      if (lost) {
+        return "lost:reported";
+      }
+      if (!watchdogOpen() && count() > 0
+          && start > Math.max(fixedUpper, watchdogClosedAt) + LEASE_TOLERANCE_MICROS) {
+        return "lost:lease";
+      }
+      return "";
+    }
+  }
+
+  private final String label;
+  private final ModelSlot slot;
+  private final ModelSettings settings;
+  private final ModelHistory history;
+  private final ScheduledExecutorService interrupter;
+  private final BooleanSupplier stopping;
+  private final Random random;
+  private final TreeMap<String, Hold> holds = new TreeMap<>();
+  private ModelProbe probe;
+  private long threadId;
+  private int episodes;
+  private int windows;
+  private volatile String currentCall = "";
+  private volatile long currentCallSince;
+
+  ModelActor(String label, ModelSlot slot, ModelSettings settings, ModelHistory history,
+      ScheduledExecutorService interrupter, BooleanSupplier stopping) {
+    this.label = label;
+    this.slot = slot;
+    this.settings = settings;
+    this.history = history;
+    this.interrupter = interrupter;
+    this.stopping = stopping;
+    this.random = settings.randomFor(label);
+  }
+
+  String label() {
+    return label;
+  }
+
+  /** The call in progress, for a report on a stuck actor. */
+  String describeCall() {
+    String call = currentCall;
+    return call.isEmpty() ? "between calls"
+        : call + " since " + ModelEvent.time(currentCallSince);
+  }
+
+  @Override
+  public void run() {
+    threadId = Thread.currentThread().getId();
+    try (ModelProbe p = new ModelProbe(settings.probePort())) {
+      probe = p;
+      while (true) {
+        dropHoldsOfClosedClients();
+        if (holds.isEmpty() && stopping.getAsBoolean()) {
+          return;
+        }
+        noticeLosses();
+        step();
+      }
+    } catch (Throwable t) {
+      history.violation("actor", label, "actor crashed: " + t);
+      throw t;
+    }
+  }
+
+  private void step() {
+    for (Hold hold : holds.values()) {
+      if (hold.unlockFailingSince != 0) {
+        pause(20 + random.nextInt(80));
+        unlock(hold);
+        return;
+      }
+    }
+    if (stopping.getAsBoolean()) {
+      unlock(holds.lastEntry().getValue());
+      return;
+    }
+    if (holds.isEmpty()) {
+      idleStep();
+    } else {
+      holdingStep();
+    }
+  }
+
+  private void idleStep() {
+    int r = random.nextInt(1_000);
+    if (r < 3) {
+      forceUnlock(randomLock());
+    } else if (r < 13) {
+      recreateClient();
+    } else if (r < 250) {
+      pause(5 + random.nextInt(95));
+    } else {
+      acquire(randomLock(), null, pickMethod(false));
+    }
+  }
+
+  private void holdingStep() {
+    List<Hold> held = new ArrayList<>(holds.values());
+    Hold any = held.get(random.nextInt(held.size()));
+    Hold top = holds.lastEntry().getValue();
+    long oldest = held.stream().mapToLong(h -> h.callStart).min().orElseThrow();
+    int r = random.nextInt(1_000);
+    if (any.lost) {
+      // Close the lost sections; now and then try to re-enter, which the contract refuses.
+      if (r < 150) {
+        acquire(any.lock, any, pickMethod(true));
+      } else {
+        unlock(any);
+      }
+      return;
+    }
+    long now = ModelEvent.now();
+    if (now - oldest > HOLD_CAP_MICROS) {
+      unlock(r < 500 ? top : any);
+      return;
+    }
+    if (now < any.busyUntil) {
+      // A long critical section: work, with now and then a call that does not release.
+      if (r < 920) {
+        workOrFinish(any);
+      } else if (r < 950 && any.count() < MAX_COUNT) {
+        acquire(any.lock, any, pickMethod(any != top));
+      } else if (r < 970) {
+        String higher = nextLockAfter(top.lock);
+        if (higher != null) {
+          acquire(higher, null, pickMethod(true));
+        }
+      } else if (r < 990) {
+        holdCount(any);
+      } else {
+        pause(1 + random.nextInt(20));
+      }
+      return;
+    }
+    if (r < 550) {
+      workOrFinish(any); // mostly work, without Redis calls, as a critical section would
+    } else if (r < 750) {
+      unlock(any);
+    } else if (r < 850) {
+      if (any.count() < MAX_COUNT) {
+        acquire(any.lock, any, pickMethod(any != top));
+      }
+    } else if (r < 910) {
+      String higher = nextLockAfter(top.lock);
+      if (higher != null) {
+        acquire(higher, null, pickMethod(true));
+      }
+    } else if (r < 970) {
+      holdCount(any);
+    } else if (r < 972) {
+      forceUnlock(randomLock());
+    } else if (r < 977) {
+      recreateClient();
+    } else {
+      pause(1 + random.nextInt(20));
+    }
+  }
+
+  // ---- acquisitions ----
+
+  private void acquire(String lock, Hold existing, Method method) {
+    ModelSlot.Generation generation = existing != null ? existing.generation : slot.current();
+    DistributedLock handle = generation.client.getLock(lock);
+    long waitMillis = method == Method.TRY_WAIT || method == Method.TRY_WAIT_LEASE
+        ? (random.nextInt(5) == 0 ? 0 : random.nextInt(ModelSettings.MAX_WAIT_MS + 1)) : -1;
+    long leaseMillis = method == Method.LOCK_LEASE || method == Method.TRY_WAIT_LEASE
+        || method == Method.INTERRUPTIBLY_LEASE
+        ? ModelSettings.MIN_LEASE_MS
+            + random.nextInt(ModelSettings.MAX_LEASE_MS - ModelSettings.MIN_LEASE_MS + 1) : -1;
+    long interruptAfter = method.interruptible() && random.nextInt(10) < 6
+        ? 20 + random.nextInt(1_500) : -1;
+    String op = describe(method, waitMillis, leaseMillis, interruptAfter);
+    int before = existing == null ? 0 : existing.count();
+    long bound = switch (method) {
+      case TRY -> settings.quickBoundMicros();
+      case TRY_WAIT, TRY_WAIT_LEASE -> settings.waitBoundMicros(waitMillis);
+      default -> settings.lockBoundMicros();
+    };
+    InterruptToken token = interruptAfter >= 0
+        ? new InterruptToken(Thread.currentThread(), interruptAfter) : null;
+    long start = ModelEvent.now();
+    String expectation = existing == null ? "" : existing.expectation(start);
+    String outcome;
+    String message = "";
+    boolean acquired = false;
+    begin(op + " '" + lock + "'");
+    try {
+      acquired = switch (method) {
+        case LOCK -> {
+          handle.lock();
+          yield true;
+        }
+        case LOCK_LEASE -> {
+          handle.lock(leaseMillis, TimeUnit.MILLISECONDS);
+          yield true;
+        }
+        case TRY -> handle.tryLock();
+        case TRY_WAIT -> handle.tryLock(waitMillis, TimeUnit.MILLISECONDS);
+        case TRY_WAIT_LEASE -> handle.tryLock(waitMillis, leaseMillis, TimeUnit.MILLISECONDS);
+        case INTERRUPTIBLY -> {
+          handle.lockInterruptibly();
+          yield true;
+        }
+        case INTERRUPTIBLY_LEASE -> {
+          handle.lockInterruptibly(leaseMillis, TimeUnit.MILLISECONDS);
+          yield true;
+        }
+      };
+      outcome = acquired ? "OK" : "FALSE";
+    } catch (InterruptedException e) {
+      outcome = "INTERRUPTED";
+      message = String.valueOf(e.getMessage());
+    } catch (RuntimeException e) {
+      outcome = outcomeOf(e);
+      message = String.valueOf(e.getMessage());
+    } finally {
+      if (token != null) {
+        token.disarm();
+      }
+      Thread.interrupted(); // an interrupt that came too late must not leak into later calls
+      end();
+    }
+    long end = ModelEvent.now();
+    String tag = expectation;
+    if (token != null && token.firedAt() != 0) {
+      tag = join(tag, "interrupt@" + token.firedAt());
+    }
+    int after = before;
+    String episode = existing == null ? "" : existing.episode;
+    if (acquired) {
+      Hold hold = existing;
+      if (hold == null) {
+        episode = label + ".e" + (++episodes);
+        hold = new Hold(episode, lock, generation, start);
+        if (random.nextInt(LONG_HOLD_ONE_IN) == 0) {
+          hold.busyUntil = end + 1_000_000 + random.nextInt(3_000_001);
+        }
+        holds.put(lock, hold);
+        history.add(ModelEvent.Kind.EPISODE_BEGIN, generation.clientId, label, threadId, lock,
+            episode, op, "", start, end, 0, 0, 0, "", "");
+      }
+      boolean watchdog = leaseMillis < 0;
+      hold.sections.push(new Section(watchdog, start, end, Math.max(0, leaseMillis)));
+      if (!watchdog) {
+        hold.fixedUpper = Math.max(hold.fixedUpper, end + leaseMillis * 1_000);
+      }
+      after = hold.count();
+    } else if (existing != null && (outcome.equals("FALSE")
+        || (outcome.equals("LOCK_EXCEPTION") && mentionsLost(message)))) {
+      // A re-entry refused: the hold is gone as far as this thread can tell.
+      existing.lost = true;
+    }
+    history.add(ModelEvent.Kind.CALL, generation.clientId, label, threadId, lock, episode, op,
+        outcome, start, end, before, after, bound, tag, message);
+    if (outcome.equals("ISE")) {
+      dropHoldsOfClosedClients();
+    }
+  }
+
+  private Method pickMethod(boolean boundedOnly) {
+    Method[] all = Method.values();
+    while (true) {
+      Method m = all[random.nextInt(all.length)];
+      if (!boundedOnly || m.bounded()) {
+        return m;
+      }
+    }
+  }
+
+  // ---- releases ----
+
+  private void unlock(Hold hold) {
+    DistributedLock handle = hold.generation.client.getLock(hold.lock);
+    long start = ModelEvent.now();
+    String expectation = hold.expectation(start);
+    int before = hold.count();
+    String outcome;
+    String message = "";
+    begin("unlock '" + hold.lock + "'");
+    try {
+      handle.unlock();
+      outcome = "OK";
+    } catch (RuntimeException e) {
+      outcome = outcomeOf(e);
+      message = String.valueOf(e.getMessage());
+    } finally {
+      end();
+    }
+    long end = ModelEvent.now();
+    switch (outcome) {
+      case "OK", "IMSE" -> {
+        Section closed = hold.sections.pop();
+        if (closed.watchdog() && !hold.watchdogOpen()) {
+          hold.watchdogClosedAt = end;
+        }
+        hold.unlockFailingSince = 0;
+        if (outcome.equals("IMSE")) {
+          hold.lost = true;
+        }
+      }
+      case "ISE" -> {
+        // the client was closed: the hold is abandoned below
+      }
+      default -> {
+        // LockException (or worse): the same unlock is retried before anything else.
+        if (hold.unlockFailingSince == 0) {
+          hold.unlockFailingSince = start;
+        } else if (end - hold.unlockFailingSince > UNLOCK_RETRY_MICROS) {
+          history.violation("unlock-retries", label, "unlock of '" + hold.lock + "' ["
+              + hold.episode + "] kept failing for " + UNLOCK_RETRY_MICROS / 1_000_000
+              + " s; last: " + outcome + " " + message);
+          endEpisode(hold, "ABANDONED", end, "unlock kept failing");
+        }
+      }
+    }
+    history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, threadId, hold.lock,
+        hold.episode, "unlock", outcome, start, end, before, hold.count(),
+        settings.quickBoundMicros(), expectation, message);
+    if (hold.count() == 0 && holds.get(hold.lock) == hold) {
+      endEpisode(hold, hold.lost ? "LOST" : "UNLOCKED", end, "");
+    }
+    if (outcome.equals("ISE")) {
+      dropHoldsOfClosedClients();
+    }
+  }
+
+  // ---- inside the critical section ----
+
+  /** Works under {@code hold}, or releases it when its explicit lease is about to end. */
+  private void workOrFinish(Hold hold) {
+    if (ModelEvent.now() + WINDOW_MARGIN_MICROS > hold.earliestEnd()) {
+      unlock(hold); // as an application would: no time left for another step
+    } else {
+      work(hold);
+    }
+  }
+
+  private void work(Hold hold) {
+    if (hold.lost || !slot.enterWindow(hold.generation)) {
+      return;
+    }
+    try {
+      noticeLosses();
+      // Checked again inside: the step before may have taken long.
+      if (hold.lost || ModelEvent.now() + WINDOW_MARGIN_MICROS > hold.earliestEnd()) {
+        return;
+      }
+      String window = label + ".w" + (++windows);
+      long enter = ModelEvent.now();
+      ModelProbe.Entry entry = probe.enter(hold.lock, window);
+      pause(random.nextInt(ModelSettings.MAX_WORK_MS + 1));
+      probe.exit(hold.lock, window);
+      long exit = ModelEvent.now();
+      List<String> others = new ArrayList<>(entry.inside());
+      others.remove(window);
+      history.add(ModelEvent.Kind.WINDOW, hold.generation.clientId, label, threadId, hold.lock,
+          window, "window", "", enter, exit, entry.count(), 0, 0, hold.episode,
+          String.join(",", others));
+    } finally {
+      slot.exitWindow();
+    }
+  }
+
+  private void holdCount(Hold hold) {
+    DistributedLock handle = hold.generation.client.getLock(hold.lock);
+    long start = ModelEvent.now();
+    int expected = hold.lost ? 0 : hold.count();
+    String outcome;
+    String message = "";
+    int observed = -1;
+    begin("getHoldCount '" + hold.lock + "'");
+    try {
+      observed = handle.getHoldCount();
+      outcome = "OK";
+    } catch (RuntimeException e) {
+      outcome = outcomeOf(e);
+      message = String.valueOf(e.getMessage());
+    } finally {
+      end();
+    }
+    history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, threadId, hold.lock,
+        hold.episode, "getHoldCount", outcome, start, ModelEvent.now(), expected, observed,
+        settings.quickBoundMicros(), "holdcount", message);
+  }
+
+  // ---- others ----
+
+  private void forceUnlock(String lock) {
+    ModelSlot.Generation generation = slot.current();
+    long start = ModelEvent.now();
+    String outcome;
+    String message = "";
+    begin("forceUnlock '" + lock + "'");
+    try {
+      outcome = generation.client.getLock(lock).forceUnlock() ? "OK" : "FALSE";
+    } catch (RuntimeException e) {
+      outcome = outcomeOf(e);
+      message = String.valueOf(e.getMessage());
+    } finally {
+      end();
+    }
+    Hold own = holds.get(lock);
+    if (own != null && own.generation == generation
+        && (outcome.equals("OK") || outcome.equals("FALSE"))) {
+      own.lost = true; // it ran, so this thread's own hold is gone
+    }
+    history.add(ModelEvent.Kind.CALL, generation.clientId, label, threadId, lock,
+        own == null ? "" : own.episode, "forceUnlock", outcome, start, ModelEvent.now(),
+        own == null ? 0 : own.count(), own == null ? 0 : own.count(),
+        settings.quickBoundMicros(), "", message);
+  }
+
+  private void recreateClient() {
+    if (stopping.getAsBoolean() || !slot.mayRecreate(RECREATE_MIN_MILLIS)) {
+      return;
+    }
+    begin("recreate client");
+    try {
+      slot.recreate(label);
+    } finally {
+      end();
+    }
+    dropHoldsOfClosedClients();
+  }
+
+  /** Ends the episodes of holds whose client was closed: they are abandoned, not released. */
+  private void dropHoldsOfClosedClients() {
+    for (Hold hold : new ArrayList<>(holds.values())) {
+      if (hold.generation.closed()) {
+        endEpisode(hold, "CLOSED", hold.generation.closedAt(), "client closed");
+      }
+    }
+  }
+
+  /** Marks holds lost for which this thread's client has reported a LockLost. */
+  private void noticeLosses() {
+    for (Hold hold : holds.values()) {
+      if (!hold.lost && hold.generation.lostAt(threadId, hold.lock) >= hold.callStart) {
+        hold.lost = true;
+      }
+    }
+  }
+
+  private void endEpisode(Hold hold, String how, long at, String text) {
+    holds.remove(hold.lock, hold);
+    history.add(ModelEvent.Kind.EPISODE_END, hold.generation.clientId, label, threadId, hold.lock,
+        hold.episode, "", how, at, at, 0, 0, 0, "", text);
+  }
+
+  private String randomLock() {
+    return settings.locks().get(random.nextInt(settings.locks().size()));
+  }
+
+  /** A lock after {@code lock} in name order, or null. */
+  private String nextLockAfter(String lock) {
+    List<String> after = settings.locks().stream().filter(l -> l.compareTo(lock) > 0).toList();
+    return after.isEmpty() ? null : after.get(random.nextInt(after.size()));
+  }
+
+  private void begin(String call) {
+    currentCallSince = ModelEvent.now();
+    currentCall = call;
+  }
+
+  private void end() {
+    currentCall = "";
+  }
+
+  private static String outcomeOf(RuntimeException e) {
+    if (e instanceof LockException) {
+      return "LOCK_EXCEPTION";
+    }
+    if (e instanceof IllegalMonitorStateException) {
+      return "IMSE";
+    }
+    if (e instanceof IllegalStateException) {
+      return "ISE";
+    }
+    return "OTHER:" + e.getClass().getName();
+  }
+
+  static boolean mentionsLost(String message) {
+    return message != null && message.toLowerCase(Locale.ROOT).contains("lost");
+  }
+
+  private static String describe(Method method, long wait, long lease, long interruptAfter) {
+    String op = switch (method) {
+      case LOCK -> "lock()";
+      case LOCK_LEASE -> "lock(" + lease + "ms)";
+      case TRY -> "tryLock()";
+      case TRY_WAIT -> "tryLock(" + wait + "ms)";
+      case TRY_WAIT_LEASE -> "tryLock(" + wait + "ms," + lease + "ms)";
+      case INTERRUPTIBLY -> "lockInterruptibly()";
+      case INTERRUPTIBLY_LEASE -> "lockInterruptibly(" + lease + "ms)";
+    };
+    return interruptAfter >= 0 ? op + "+interrupt@" + interruptAfter + "ms" : op;
+  }
+
+  private static String join(String a, String b) {
+    return a.isEmpty() ? b : a + "," + b;
+  }
+
+  private static void pause(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      // only calls are interrupted, never pauses; nothing to carry over
+    }
+  }
+
+  /** Interrupts the actor once after a delay, unless the call ended first. */
+  private final class InterruptToken {
+    private final Thread target;
+    private boolean armed = true;
+    private long firedAt;
+
+    InterruptToken(Thread target, long afterMillis) {
+      this.target = target;
+      interrupter.schedule(this::fire, afterMillis, TimeUnit.MILLISECONDS);
+    }
+
+    private synchronized void fire() {
+      if (armed) {
+        firedAt = ModelEvent.now();
+        armed = false;
+        target.interrupt();
+      }
+    }
+
+    synchronized void disarm() {
+      armed = false;
+    }
+
+    synchronized long firedAt() {
+      return firedAt;
+    }
+  }
+
+  @Override
+  public String toString() {
+    return label + " holding " + Map.copyOf(holds).keySet();
+  }
+}

@@ -1,0 +1,565 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.engine.ModelEvent.Kind;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Predicate;
+import java.util.stream.Collectors;
+
+/**
+ * Checks a finished {@link LockModelTest} history against the model and the engine contract;
+ * a pure function of the events, so a history file can be judged again.
+ *
+ * <p>Checks (names as in the report):
+ * <ol>
+ *   <li>{@code exclusion}: a probe window that found another window inside (count &gt; 1) is a
+ *       violation, unless the older of the two holds was legitimately lost: its loss was
+ *       reported ({@code LockLost.detectedAt}) before the newer hold was acquired — what the
+ *       contract's local deadline guarantees — or it was force-unlocked (a {@code forceUnlock} of
+ *       that lock may have run between the older acquisition and the newer one; one that failed
+ *       may have run up to {@value #LATE_FORCE_MICROS} µs later) and it was not then released
+ *       normally.</li>
+ *   <li>{@code holdcount}: {@code getHoldCount()} in a quiet period (no fault active during the
+ *       call nor in the watchdog timeout + 1 s before it) equals the model's count (0 once a
+ *       loss is known), unless a loss was reported by the end of the call, a forceUnlock may
+ *       have hit the hold, or the client was closed.</li>
+ *   <li>{@code loss-report}: an {@code IllegalMonitorStateException} from unlock says "lost";
+ *       the first sign of a loss to the thread (that exception, a re-entry refused, or a
+ *       re-entry failing with "lost") comes after a {@code LockLost} for that hold (same client,
+ *       thread and lock) detected no later than that call returned; at most one
+ *       {@code LockLost} per hold; every {@code LockLost} belongs to a hold the thread believed
+ *       it held (detected between the start of its acquisition and its release).</li>
+ *   <li>{@code lost-calls}: once a loss was reported to the thread, or an explicit lease has
+ *       run out with no watchdog section open (its upper bound plus
+ *       {@value ModelActor#LEASE_TOLERANCE_MICROS} µs), unlock throws
+ *       {@code IllegalMonitorStateException} saying "lost" and a re-entry throws
+ *       {@code LockException} saying "lost".</li>
+ *   <li>{@code bounds}: every call returns within its bound (see {@link ModelSettings}); an
+ *       interrupted {@code lockInterruptibly} within the quick bound of the interrupt.</li>
+ *   <li>{@code outcomes}: no unexpected exception; {@code InterruptedException} only after an
+ *       interrupt; {@code IllegalStateException} only once the client was closed.</li>
+ *   <li>{@code episodes}: every hold episode ended (released, lost, or abandoned by a close).</li>
+ *   <li>plus the processes' own findings ({@code liveness}, {@code cleanup}, {@code worker}).</li>
+ * </ol>
+ */
+final class ModelJudge {
+  /** Clock and ordering slack when comparing a detection time with a call's return. */
+  static final long TOLERANCE_MICROS = 5_000;
+  /** How late a forceUnlock that failed may still run (held by a black hole, then delivered). */
+  static final long LATE_FORCE_MICROS = 5_000_000;
+
+  /** A failed check: what, when, and the events that show it. */
+  record Violation(String check, long at, String summary, List<ModelEvent> evidence) {
+  }
+
+  private record Episode(String id, ModelEvent begin, ModelEvent end) {
+    String client() {
+      return begin.client();
+    }
+
+    long callStart() {
+      return begin.start();
+    }
+
+    long acquiredAt() {
+      return begin.end();
+    }
+
+    long endAt() {
+      return end == null ? Long.MAX_VALUE : end.end();
+    }
+
+    String endKind() {
+      return end == null ? "UNFINISHED" : end.outcome();
+    }
+
+    boolean sameHolder(ModelEvent e) {
+      return begin.client().equals(e.client()) && begin.threadId() == e.threadId()
+          && begin.lock().equals(e.lock());
+    }
+  }
+
+  private final ModelSettings settings;
+  private final List<ModelEvent> events;
+  private final Map<String, Episode> episodes = new LinkedHashMap<>();
+  private final Map<String, ModelEvent> windows = new LinkedHashMap<>();
+  private final Map<String, List<ModelEvent>> lostByEpisode = new HashMap<>();
+  private final List<ModelEvent> unmatchedLost = new ArrayList<>();
+  private final List<ModelEvent> calls = new ArrayList<>();
+  private final Map<String, List<ModelEvent>> callsByEpisode = new HashMap<>();
+  private final Map<String, List<ModelEvent>> forceUnlocks = new HashMap<>();
+  private final List<ModelEvent> faults = new ArrayList<>();
+  /** Faults, client closes and forceUnlocks: what a report shows around a violation. */
+  private final List<ModelEvent> context = new ArrayList<>();
+  private final Map<String, Long> clientClosedAt = new HashMap<>();
+  private final List<Violation> violations = new ArrayList<>();
+  private final Map<String, Integer> excused = new TreeMap<>();
+  private int overlaps;
+
+  ModelJudge(ModelSettings settings, List<ModelEvent> events) {
+    this.settings = settings;
+    this.events = events.stream().sorted(Comparator.comparingLong(ModelEvent::start)).toList();
+    index();
+  }
+
+  private void index() {
+    Map<String, ModelEvent> begins = new LinkedHashMap<>();
+    Map<String, ModelEvent> ends = new HashMap<>();
+    for (ModelEvent e : events) {
+      switch (e.kind()) {
+        case EPISODE_BEGIN -> begins.put(e.id(), e);
+        case EPISODE_END -> ends.put(e.id(), e);
+        case WINDOW -> windows.put(e.id(), e);
+        case CALL -> {
+          calls.add(e);
+          if (!e.id().isEmpty()) {
+            callsByEpisode.computeIfAbsent(e.id(), k -> new ArrayList<>()).add(e);
+          }
+          if (e.op().equals("forceUnlock")) {
+            forceUnlocks.computeIfAbsent(e.lock(), k -> new ArrayList<>()).add(e);
+            context.add(e);
+          }
+        }
+        case FAULT -> {
+          faults.add(e);
+          context.add(e);
+        }
+        case CLIENT -> {
+          context.add(e);
+          if (e.op().equals("closed")) {
+            clientClosedAt.merge(e.client(), e.start(), Math::min);
+          }
+        }
+        default -> {
+        }
+      }
+    }
+    begins.forEach((id, begin) -> episodes.put(id, new Episode(id, begin, ends.get(id))));
+    Map<String, List<Episode>> byHolder = new HashMap<>();
+    for (Episode ep : episodes.values()) {
+      byHolder.computeIfAbsent(holderKey(ep.begin()), k -> new ArrayList<>()).add(ep);
+    }
+    for (ModelEvent lost : events) {
+      if (lost.kind() != Kind.LOST) {
+        continue;
+      }
+      Episode match = null;
+      for (Episode ep : byHolder.getOrDefault(holderKey(lost), List.of())) {
+        if (ep.sameHolder(lost) && ep.callStart() <= lost.start()
+            && lost.start() <= saturatedAdd(ep.endAt(), TOLERANCE_MICROS)
+            && (match == null || ep.callStart() > match.callStart())) {
+          match = ep;
+        }
+      }
+      if (match == null) {
+        unmatchedLost.add(lost);
+      } else {
+        lostByEpisode.computeIfAbsent(match.id(), k -> new ArrayList<>()).add(lost);
+      }
+    }
+  }
+
+  /** Runs every check; the violations, in time order. */
+  List<Violation> judge() {
+    checkExclusion();
+    checkHoldCounts();
+    checkLossReports();
+    checkLostCalls();
+    checkBounds();
+    checkOutcomes();
+    checkEpisodes();
+    for (ModelEvent e : events) {
+      if (e.kind() == Kind.NOTE && e.outcome().equals("VIOLATION")) {
+        violations.add(new Violation(e.op(), e.start(), e.proc() + ": " + e.text(), List.of()));
+      }
+    }
+    violations.sort(Comparator.comparingLong(Violation::at));
+    return violations;
+  }
+
+  // ---- 1. exclusion ----
+
+  private void checkExclusion() {
+    Set<String> seenPairs = new HashSet<>();
+    for (ModelEvent w : windows.values()) {
+      if (w.a() <= 1) {
+        continue;
+      }
+      for (String otherId : w.text().split(",")) {
+        if (otherId.isEmpty()) {
+          continue;
+        }
+        ModelEvent other = windows.get(otherId);
+        Episode mine = episodes.get(w.tag());
+        Episode theirs = other == null ? null : episodes.get(other.tag());
+        if (mine == null || theirs == null) {
+          overlaps++;
+          violations.add(new Violation("exclusion", w.start(), "window " + w.id()
+              + " found " + otherId + " inside, whose hold is unknown (history incomplete)",
+              List.of(w)));
+          continue;
+        }
+        String pair = mine.id().compareTo(theirs.id()) < 0 ? mine.id() + "|" + theirs.id()
+            : theirs.id() + "|" + mine.id();
+        if (!seenPairs.add(pair)) {
+          continue;
+        }
+        overlaps++;
+        Episode older = mine.acquiredAt() <= theirs.acquiredAt() ? mine : theirs;
+        Episode newer = older == mine ? theirs : mine;
+        String excuse = excuse(older, newer);
+        if (excuse != null) {
+          excused.merge(excuse, 1, Integer::sum);
+          continue;
+        }
+        List<ModelEvent> evidence = new ArrayList<>(List.of(other, w, older.begin(),
+            newer.begin()));
+        evidence.addAll(lostByEpisode.getOrDefault(older.id(), List.of()));
+        evidence.addAll(related(older.begin().lock(), older.callStart(), w.end()));
+        violations.add(new Violation("exclusion", w.start(), "two holders of '"
+            + w.lock() + "' at once: " + describe(older) + " and " + describe(newer)
+            + "; the older hold's loss was not reported before the newer acquisition returned"
+            + " (" + ModelEvent.time(newer.acquiredAt()) + ")", evidence));
+      }
+    }
+  }
+
+  /** Why an overlap of these holds is legitimate, or null. */
+  private String excuse(Episode older, Episode newer) {
+    for (ModelEvent lost : lostByEpisode.getOrDefault(older.id(), List.of())) {
+      if (lost.start() <= newer.acquiredAt()) {
+        return "loss reported before the next acquisition";
+      }
+    }
+    if (!older.endKind().equals("UNLOCKED")
+        && forceUnlockMayHaveRun(older.begin().lock(), older.callStart(), newer.acquiredAt())) {
+      return "force-unlocked";
+    }
+    return null;
+  }
+
+  private boolean forceUnlockMayHaveRun(String lock, long from, long to) {
+    for (ModelEvent call : forceUnlocks.getOrDefault(lock, List.of())) {
+      if (!call.outcome().equals("ISE")) {
+        boolean ran = call.outcome().equals("OK") || call.outcome().equals("FALSE");
+        long latest = ran ? call.end() : call.end() + LATE_FORCE_MICROS;
+        if (call.start() <= to && latest >= from) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // ---- 2. hold counts ----
+
+  private void checkHoldCounts() {
+    long margin = (settings.watchdogMillis() + 1_000L) * 1_000;
+    Map<String, Violation> firstByEpisode = new LinkedHashMap<>();
+    Map<String, Integer> wrongCalls = new HashMap<>();
+    for (ModelEvent call : calls) {
+      if (!call.op().equals("getHoldCount") || !call.outcome().equals("OK")
+          || call.a() == call.b() || !quiet(call.start(), call.end(), margin)) {
+        continue;
+      }
+      Episode ep = episodes.get(call.id());
+      boolean reported = lostByEpisode.getOrDefault(call.id(), List.of()).stream()
+          .anyMatch(l -> l.start() <= call.end() + TOLERANCE_MICROS);
+      boolean forced = ep != null
+          && forceUnlockMayHaveRun(call.lock(), ep.callStart(), call.end());
+      Long closed = clientClosedAt.get(call.client());
+      if (reported || forced || (closed != null && closed <= call.end())) {
+        continue;
+      }
+      wrongCalls.merge(call.id(), 1, Integer::sum);
+      firstByEpisode.putIfAbsent(call.id(), new Violation("holdcount", call.start(),
+          "getHoldCount() = " + call.b() + " in a quiet period, the model expects " + call.a()
+          + " and no loss was reported", withEpisode(call)));
+    }
+    // One violation per hold: its first wrong answer, and how many there were.
+    firstByEpisode.forEach((episode, v) -> {
+      int n = wrongCalls.get(episode);
+      violations.add(n == 1 ? v : new Violation(v.check(), v.at(), v.summary() + " ("
+          + n + " such calls in this hold)", v.evidence()));
+    });
+  }
+
+  private boolean quiet(long start, long end, long margin) {
+    for (ModelEvent f : faults) {
+      if (f.start() <= end && f.end() + margin >= start) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // ---- 3. loss reports ----
+
+  private void checkLossReports() {
+    for (ModelEvent call : calls) {
+      if (call.op().equals("unlock") && call.outcome().equals("IMSE")
+          && !ModelActor.mentionsLost(call.text())) {
+        violations.add(new Violation("loss-report", call.start(), "unlock of a hold the thread"
+            + " believed it had threw IllegalMonitorStateException without saying \"lost\"",
+            withEpisode(call)));
+      }
+    }
+    for (Episode ep : episodes.values()) {
+      List<ModelEvent> lost = lostByEpisode.getOrDefault(ep.id(), List.of());
+      if (lost.size() > 1) {
+        List<ModelEvent> evidence = new ArrayList<>(List.of(ep.begin()));
+        evidence.addAll(lost);
+        violations.add(new Violation("loss-report", lost.get(1).start(), describe(ep)
+            + " was reported lost " + lost.size() + " times", evidence));
+      }
+      ModelEvent signal = callsByEpisode.getOrDefault(ep.id(), List.of()).stream()
+          .filter(ModelJudge::isLossSignal).findFirst().orElse(null);
+      if (signal == null) {
+        continue;
+      }
+      boolean before = lost.stream()
+          .anyMatch(l -> l.start() <= signal.end() + TOLERANCE_MICROS);
+      if (!before) {
+        List<ModelEvent> evidence = new ArrayList<>(List.of(ep.begin(), signal));
+        evidence.addAll(lost);
+        evidence.addAll(related(ep.begin().lock(), ep.callStart(), signal.end()));
+        violations.add(new Violation("loss-report", signal.start(), "the thread learnt of the"
+            + " loss of " + describe(ep) + " from " + signal.op() + " (" + signal.outcome()
+            + ") with no LockLost " + (lost.isEmpty() ? "at all" : "before it"), evidence));
+      }
+    }
+    for (ModelEvent lost : unmatchedLost) {
+      violations.add(new Violation("loss-report", lost.start(), "LockLost for thread "
+          + lost.threadId() + " of client " + ModelEvent.shortId(lost.client()) + " on '"
+          + lost.lock() + "', which that thread did not believe it held then", List.of(lost)));
+    }
+  }
+
+  /** A call by which the thread learns its hold is gone. */
+  private static boolean isLossSignal(ModelEvent call) {
+    if (call.op().equals("unlock")) {
+      return call.outcome().equals("IMSE");
+    }
+    if (isAcquisition(call) && call.a() > 0) {
+      return call.outcome().equals("FALSE") || (call.outcome().equals("LOCK_EXCEPTION")
+          && ModelActor.mentionsLost(call.text()));
+    }
+    return false;
+  }
+
+  // ---- 4. calls on lost holds ----
+
+  private void checkLostCalls() {
+    for (ModelEvent call : calls) {
+      if (!call.tag().contains("lost:") || call.outcome().equals("ISE")) {
+        continue;
+      }
+      String why = call.tag().contains("lost:reported") ? "its loss was known"
+          : "its explicit lease had run out (no watchdog section open)";
+      if (call.op().equals("unlock")) {
+        // An IMSE without "lost" is already a loss-report violation.
+        if (!call.outcome().equals("IMSE")) {
+          violations.add(new Violation("lost-calls", call.start(), "unlock when " + why
+              + ": expected IllegalMonitorStateException saying \"lost\", got "
+              + call.outcome(), withEpisode(call)));
+        }
+      } else if (isAcquisition(call) && call.a() > 0) {
+        boolean refused = call.outcome().equals("LOCK_EXCEPTION")
+            && ModelActor.mentionsLost(call.text());
+        if (!refused && !call.outcome().equals("INTERRUPTED")) {
+          violations.add(new Violation("lost-calls", call.start(), "re-entry when " + why
+              + ": expected LockException saying \"lost\", got " + call.outcome(),
+              withEpisode(call)));
+        }
+      }
+    }
+  }
+
+  // ---- 5. bounds ----
+
+  private void checkBounds() {
+    for (ModelEvent call : calls) {
+      if (call.c() <= 0) {
+        continue;
+      }
+      long bound = call.c();
+      long interruptAt = interruptAt(call);
+      if (interruptAt > 0) {
+        bound = Math.min(bound, interruptAt - call.start() + settings.quickBoundMicros());
+      }
+      if (call.durationMicros() > bound) {
+        violations.add(new Violation("bounds", call.start(), call.op() + " returned after "
+            + call.durationMicros() / 1_000 + " ms; its bound is " + bound / 1_000 + " ms",
+            withEpisode(call)));
+      }
+    }
+  }
+
+  private static long interruptAt(ModelEvent call) {
+    for (String part : call.tag().split(",")) {
+      if (part.startsWith("interrupt@")) {
+        return Long.parseLong(part.substring("interrupt@".length()));
+      }
+    }
+    return 0;
+  }
+
+  // ---- 6. outcomes ----
+
+  private void checkOutcomes() {
+    for (ModelEvent call : calls) {
+      String outcome = call.outcome();
+      String problem = null;
+      if (outcome.startsWith("OTHER")) {
+        problem = "unexpected exception " + outcome.substring("OTHER:".length());
+      } else if (outcome.equals("INTERRUPTED")) {
+        long at = interruptAt(call);
+        if (at == 0 || at > call.end()) {
+          problem = "InterruptedException without an interrupt";
+        }
+      } else if (outcome.equals("ISE")) {
+        Long closed = clientClosedAt.get(call.client());
+        if (closed == null || closed > call.end()) {
+          problem = "IllegalStateException although the client was not closed";
+        }
+      } else if (outcome.equals("IMSE") && !call.op().equals("unlock")) {
+        problem = "IllegalMonitorStateException from " + call.op();
+      }
+      if (problem != null) {
+        violations.add(new Violation("outcomes", call.start(), problem, withEpisode(call)));
+      }
+    }
+  }
+
+  // ---- 7. episodes ----
+
+  private void checkEpisodes() {
+    for (Episode ep : episodes.values()) {
+      if (ep.end() == null) {
+        violations.add(new Violation("episodes", ep.acquiredAt(), describe(ep)
+            + " never ended (its thread neither released nor abandoned it)",
+            List.of(ep.begin())));
+      }
+    }
+  }
+
+  // ---- figures ----
+
+  /** Figures for the summary table, in display order. */
+  Map<String, String> figures(long runMicros, Map<ModelFaults.Kind, Integer> injected,
+      long connections) {
+    Map<String, String> f = new LinkedHashMap<>();
+    f.put("seed", Long.toString(settings.seed()));
+    f.put("faulted run", String.format(Locale.ROOT, "%.1f s", runMicros / 1e6));
+    f.put("settings", settings.toString());
+    f.put("operations", Integer.toString(calls.size()));
+    f.put("outcomes", count(calls, ModelEvent::outcome));
+    f.put("operations by kind", count(calls, c -> family(c.op())));
+    f.put("acquisitions (new holds)", Integer.toString(episodes.size()));
+    f.put("re-entries", Long.toString(calls.stream()
+        .filter(c -> isAcquisition(c) && c.a() > 0 && c.outcome().equals("OK")).count()));
+    f.put("holds ended", count(episodes.values().stream().filter(e -> e.end() != null)
+        .map(Episode::end).toList(), ModelEvent::outcome));
+    f.put("losses reported (LockLost)", Long.toString(events.stream()
+        .filter(e -> e.kind() == Kind.LOST).count()));
+    f.put("probe windows", Integer.toString(windows.size()));
+    f.put("overlaps seen / excused", overlaps + " / " + excused.values().stream()
+        .mapToInt(Integer::intValue).sum() + (excused.isEmpty() ? "" : " " + excused));
+    f.put("faults injected", injected.isEmpty() ? "0" : injected.entrySet().stream()
+        .map(e -> e.getKey() + "=" + e.getValue()).collect(Collectors.joining(" ")));
+    f.put("connections through the proxies", Long.toString(connections));
+    f.put("client recreations", Long.toString(events.stream()
+        .filter(e -> e.kind() == Kind.CLIENT && e.op().equals("closed")).count()));
+    f.put("max wait (ms)", maxima(calls.stream().filter(ModelJudge::isAcquisition).toList()));
+    f.put("max unlock (ms)", maxima(calls.stream()
+        .filter(c -> c.op().equals("unlock")).toList()));
+    f.put("violations", Integer.toString(violations.size()));
+    return f;
+  }
+
+  private static String maxima(List<ModelEvent> calls) {
+    Map<String, Long> max = new TreeMap<>();
+    for (ModelEvent c : calls) {
+      max.merge(family(c.op()), c.durationMicros() / 1_000, Math::max);
+    }
+    return max.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue())
+        .collect(Collectors.joining(" "));
+  }
+
+  private static <T> String count(List<T> items, java.util.function.Function<T, String> key) {
+    Map<String, Integer> counts = new TreeMap<>();
+    items.forEach(i -> counts.merge(key.apply(i), 1, Integer::sum));
+    return counts.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue())
+        .collect(Collectors.joining(" "));
+  }
+
+  /** The call without its argument values: {@code tryLock(300ms,1500ms)} is tryLock(w,l). */
+  static String family(String op) {
+    String base = op.contains("+interrupt") ? op.substring(0, op.indexOf("+interrupt")) : op;
+    String suffix = op.contains("+interrupt") ? "+interrupt" : "";
+    if (!base.contains("(") || base.endsWith("()")) {
+      return base + suffix;
+    }
+    String name = base.substring(0, base.indexOf('('));
+    String args = switch (name) {
+      case "tryLock" -> base.contains(",") ? "(w,l)" : "(w)";
+      default -> "(l)";
+    };
+    return name + args + suffix;
+  }
+
+  private static boolean isAcquisition(ModelEvent call) {
+    String op = call.op();
+    return op.startsWith("lock") || op.startsWith("tryLock");
+  }
+
+  // ---- report helpers ----
+
+  private List<ModelEvent> withEpisode(ModelEvent call) {
+    List<ModelEvent> evidence = new ArrayList<>();
+    Episode ep = episodes.get(call.id());
+    if (ep != null) {
+      evidence.add(ep.begin());
+      evidence.addAll(lostByEpisode.getOrDefault(ep.id(), List.of()));
+    }
+    evidence.add(call);
+    evidence.addAll(related(call.lock(), ep == null ? call.start() : ep.callStart(),
+        call.end()));
+    return evidence;
+  }
+
+  /** Faults and forceUnlocks of {@code lock} between {@code from} and {@code to}. */
+  private List<ModelEvent> related(String lock, long from, long to) {
+    Predicate<ModelEvent> inRange = e -> e.start() <= to && e.end() >= from;
+    List<ModelEvent> related = new ArrayList<>();
+    for (ModelEvent e : context) {
+      if (inRange.test(e) && (e.kind() != Kind.CALL || e.lock().equals(lock))) {
+        related.add(e);
+      }
+    }
+    return related;
+  }
+
+  private static String describe(Episode ep) {
+    return "hold " + ep.id() + " (" + ep.begin().actor() + ", client "
+        + ModelEvent.shortId(ep.client()) + ", thread " + ep.begin().threadId() + ", acquired "
+        + ModelEvent.time(ep.acquiredAt()) + ", " + ep.endKind().toLowerCase(Locale.ROOT)
+        + (ep.end() == null ? "" : " " + ModelEvent.time(ep.endAt())) + ")";
+  }
+
+  private static String holderKey(ModelEvent e) {
+    return e.client() + "|" + e.threadId() + "|" + e.lock();
+  }
+
+  private static long saturatedAdd(long a, long b) {
+    return a > Long.MAX_VALUE - b ? Long.MAX_VALUE : a + b;
+  }
+}

@@ -1,0 +1,143 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.holdfast.engine.ModelEvent.Kind;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The model's checks on small hand-written histories: what they flag and what they excuse. */
+class ModelJudgeTest {
+  private static final ModelSettings SETTINGS =
+      new ModelSettings(1, 400, 2_000, List.of("m0"), 1, 0);
+  private static final long T = 1_000_000_000_000L;
+
+  private final List<ModelEvent> events = new ArrayList<>();
+
+  @Test
+  void overlap_withoutReportedLoss_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "UNLOCKED");
+    episode("b", "B", 2, T + 2_000_000, T + 2_000_100, T + 2_500_000, "UNLOCKED");
+    window("a.w1", "a", "A", T + 2_100_000, 2, "b.w1");
+    window("b.w1", "b", "B", T + 2_090_000, 1, "");
+
+    assertEquals(List.of("exclusion"), checks());
+  }
+
+  @Test
+  void overlap_afterLossReportedBeforeTheNextAcquisition_isExcused() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "LOST");
+    lost("A", 1, T + 1_900_000);
+    episode("b", "B", 2, T + 2_000_000, T + 2_000_100, T + 2_500_000, "UNLOCKED");
+    window("a.w1", "a", "A", T + 2_100_000, 2, "b.w1");
+    window("b.w1", "b", "B", T + 2_090_000, 1, "");
+    call("A", 1, "a", "unlock", "IMSE", T + 3_000_000, 1, 0, "", "Lock 'm0' was lost: expired");
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void overlap_reportedOnlyAfterTheNextAcquisition_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "LOST");
+    lost("A", 1, T + 2_200_000);
+    episode("b", "B", 2, T + 2_000_000, T + 2_000_100, T + 2_500_000, "UNLOCKED");
+    window("a.w1", "a", "A", T + 2_100_000, 2, "b.w1");
+    window("b.w1", "b", "B", T + 2_090_000, 1, "");
+
+    assertEquals(List.of("exclusion"), checks());
+  }
+
+  @Test
+  void overlap_afterForceUnlock_isExcusedUnlessTheOldHolderUnlockedNormally() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "LOST");
+    call("C", 3, "", "forceUnlock", "OK", T + 1_000_000, 0, 0, "", "");
+    episode("b", "B", 2, T + 2_000_000, T + 2_000_100, T + 2_500_000, "UNLOCKED");
+    window("a.w1", "a", "A", T + 2_100_000, 2, "b.w1");
+    window("b.w1", "b", "B", T + 2_090_000, 1, "");
+    lost("A", 1, T + 2_200_000); // reported late: the holder learns it from its watchdog
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void imseWithoutLost_andNoLockLost_areViolations() {
+    episode("a", "A", 1, T, T + 10, T + 3_000_000, "LOST");
+    call("A", 1, "a", "unlock", "IMSE", T + 3_000_000, 1, 0, "", "not held");
+
+    assertEquals(List.of("loss-report", "loss-report"), checks());
+  }
+
+  @Test
+  void lockLost_forAHoldNeverBelievedHeld_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 1_000_000, "UNLOCKED");
+    lost("A", 1, T + 1_500_000);
+
+    assertEquals(List.of("loss-report"), checks());
+  }
+
+  @Test
+  void unlockAfterTheLeaseRanOut_mustSayLost() {
+    episode("a", "A", 1, T, T + 10, T + 3_000_000, "UNLOCKED");
+    call("A", 1, "a", "unlock", "OK", T + 3_000_000, 1, 0, "lost:lease", "");
+
+    assertEquals(List.of("lost-calls"), checks());
+  }
+
+  @Test
+  void holdCountMismatch_countsOnlyWhenQuiet() {
+    episode("a", "A", 1, T, T + 10, T + 9_000_000, "UNLOCKED");
+    fault(T + 1_000_000, T + 2_000_000);
+    call("A", 1, "a", "getHoldCount", "OK", T + 2_500_000, 2, 0, "holdcount", "");
+    call("A", 1, "a", "getHoldCount", "OK", T + 6_000_000, 2, 1, "holdcount", "");
+
+    assertEquals(List.of("holdcount"), checks());
+  }
+
+  @Test
+  void slowCalls_unexpectedInterrupts_andUnfinishedHolds_areViolations() {
+    long quick = SETTINGS.quickBoundMicros();
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, "m0", "", "tryLock()", "FALSE",
+        T, T + quick + 1, 0, 0, quick, "", ""));
+    call("A", 1, "", "lockInterruptibly()", "INTERRUPTED", T + 1_000_000, 0, 0, "", "");
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", "A", "A", 1, "m0", "a", "lock()", "",
+        T + 2_000_000, T + 2_000_010, 0, 0, 0, "", ""));
+
+    assertEquals(List.of("bounds", "outcomes", "episodes"), checks());
+  }
+
+  private List<String> checks() {
+    return new ModelJudge(SETTINGS, events).judge().stream().map(ModelJudge.Violation::check)
+        .toList();
+  }
+
+  private void episode(String id, String client, long thread, long start, long acquired,
+      long end, String how) {
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", client, client, thread, "m0", id,
+        "lock()", "", start, acquired, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", client, client, thread, "m0", id, "", how,
+        end, end, 0, 0, 0, "", ""));
+  }
+
+  private void window(String id, String episode, String client, long enter, long count,
+      String others) {
+    events.add(new ModelEvent(Kind.WINDOW, "p0", client, client, 0, "m0", id, "window", "",
+        enter, enter + 20_000, count, 0, 0, episode, others));
+  }
+
+  private void lost(String client, long thread, long detected) {
+    events.add(new ModelEvent(Kind.LOST, "p0", client, "", thread, "m0", "", "LockLost", "",
+        detected, detected + 100, 0, 0, 0, "", "expired"));
+  }
+
+  private void call(String client, long thread, String episode, String op, String outcome,
+      long start, long before, long after, String tag, String text) {
+    events.add(new ModelEvent(Kind.CALL, "p0", client, client, thread, "m0", episode, op,
+        outcome, start, start + 1_000, before, after, 0, tag, text));
+  }
+
+  private void fault(long start, long end) {
+    events.add(new ModelEvent(Kind.FAULT, "", "", "faults", 0, "proxy0", "", "BLACK_HOLE", "",
+        start, end, 0, 0, 0, "", ""));
+  }
+}
