@@ -213,4 +213,48 @@ class LockClientConfigTest {
     LockClientConfig c = b.mode(LockClientConfig.Mode.CLUSTER).nodes(List.of("a:7000")).build();
     assertEquals(List.of("redis://a:7000"), c.nodes().stream().map(Object::toString).toList());
   }
+
+  @Test
+  void syncReplicas_defaultsToAuto_withAOneSecondTimeout() {
+    LockClientConfig c = LockClientConfig.fromProperties(Map.of());
+    assertEquals(LockClientConfig.SYNC_REPLICAS_AUTO, c.syncReplicas());
+    assertEquals(Duration.ofSeconds(1), c.syncTimeout());
+  }
+
+  @ParameterizedTest
+  @CsvSource({"auto, -1", "AUTO, -1", "none, 0", "None, 0", "1, 1", "3, 3"})
+  void syncReplicas_isAutoNoneOrACount(String text, int replicas) {
+    LockClientConfig c = LockClientConfig.fromProperties(Map.of(
+        "holdfast.redis.sync-replicas", text, "holdfast.redis.sync-timeout", "250ms"));
+    assertEquals(replicas, c.syncReplicas());
+    assertEquals(Duration.ofMillis(250), c.syncTimeout());
+  }
+
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "holdfast.redis.sync-replicas|0|holdfast.redis.sync-replicas must be 'auto', 'none' or a "
+          + "positive number of replicas, but was '0'",
+      "holdfast.redis.sync-replicas|-1|holdfast.redis.sync-replicas must be 'auto', 'none' or a "
+          + "positive number of replicas, but was '-1'",
+      "holdfast.redis.sync-replicas|many|holdfast.redis.sync-replicas must be 'auto', 'none' or "
+          + "a positive number of replicas, but was 'many'",
+      "holdfast.redis.sync-timeout|0s|holdfast.redis.sync-timeout must be a positive duration",
+      "holdfast.redis.sync-timeout|soon|holdfast.redis.sync-timeout='soon' is not a duration"})
+  void badSyncValues_failNamingKeyAndValue(String key, String value, String message) {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> LockClientConfig.fromProperties(Map.of(key, value)));
+    assertTrue(e.getMessage().contains(message), e.getMessage());
+  }
+
+  @Test
+  void builder_syncReplicas_takesAutoNoneOrACount() {
+    LockClientConfig.Builder b = LockClientConfig.builder();
+    assertEquals(LockClientConfig.SYNC_REPLICAS_NONE,
+        b.syncReplicas(LockClientConfig.SYNC_REPLICAS_NONE).build().syncReplicas());
+    assertEquals(2, b.syncReplicas(2).build().syncReplicas());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> b.syncReplicas(-2));
+    assertTrue(e.getMessage().contains("holdfast.redis.sync-replicas"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> b.syncTimeout(Duration.ZERO));
+  }
 }

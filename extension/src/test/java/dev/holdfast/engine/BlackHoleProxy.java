@@ -47,8 +47,12 @@ final class BlackHoleProxy implements AutoCloseable {
     acceptor.start();
   }
 
+  int port() {
+    return listener.getLocalPort();
+  }
+
   String uri() {
-    return "redis://127.0.0.1:" + listener.getLocalPort();
+    return "redis://127.0.0.1:" + port();
   }
 
   void blackHole(boolean on) {
@@ -70,8 +74,16 @@ final class BlackHoleProxy implements AutoCloseable {
 
   private void accept() {
     while (!closed) {
+      Socket client;
       try {
-        Socket client = listener.accept();
+        client = listener.accept();
+      } catch (IOException e) {
+        if (!closed) {
+          throw new IllegalStateException(e);
+        }
+        return;
+      }
+      try {
         Socket server = new Socket(InetAddress.getLoopbackAddress(), upstreamPort);
         sockets.add(client);
         sockets.add(server);
@@ -79,9 +91,8 @@ final class BlackHoleProxy implements AutoCloseable {
         pump(client, server, muted, true);
         pump(server, client, muted, false);
       } catch (IOException e) {
-        if (!closed) {
-          throw new IllegalStateException(e);
-        }
+        // Redis is down (e.g. killed by the test): the client sees its connection close.
+        closeQuietly(client);
       }
     }
   }

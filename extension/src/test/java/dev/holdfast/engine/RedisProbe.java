@@ -49,6 +49,23 @@ record RedisProbe(RedisServer server) {
     return calls(SCRIPT_COMMANDS);
   }
 
+  /** Replicas the server counts as connected ({@code connected_slaves}). */
+  long connectedReplicas() {
+    try (Jedis jedis = server.admin()) {
+      for (String line : jedis.info("replication").split("\r?\n")) {
+        if (line.startsWith("connected_slaves:")) {
+          return Long.parseLong(line.substring("connected_slaves:".length()).trim());
+        }
+      }
+      throw new IllegalStateException("INFO replication has no connected_slaves");
+    }
+  }
+
+  /** {@code WAIT} calls served so far. */
+  long waitCalls() {
+    return calls(Set.of("wait"));
+  }
+
   /** {@code SUBSCRIBE} and {@code SSUBSCRIBE} calls served so far. */
   long subscribeCalls() {
     return calls(SUBSCRIBE_COMMANDS);

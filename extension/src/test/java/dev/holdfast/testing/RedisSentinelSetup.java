@@ -6,6 +6,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.UnaryOperator;
 import java.util.stream.Collectors;
 
 import redis.clients.jedis.HostAndPort;
@@ -50,12 +51,30 @@ public final class RedisSentinelSetup implements AutoCloseable {
    * @throws IllegalStateException or {@link AssertionError} if the setup does not come up
    */
   public static RedisSentinelSetup start(String masterName) {
+    return start(masterName, UnaryOperator.identity());
+  }
+
+  /**
+   * Like {@link #start(String)}, but the replica replicates through {@code replicationLink}:
+   * given the master's address, it returns the address the replica connects to instead (e.g. a
+   * proxy in front of the master, to hold replication back while the master still counts the
+   * replica as connected). Sentinels still talk to both data nodes directly, so the replica stays
+   * promotable.
+   *
+   * @param masterName the name sentinels monitor the master under; non-blank, no whitespace
+   * @param replicationLink maps the master's address to the one the replica connects to; called
+   *                        once, after the master is up
+   * @throws IllegalArgumentException for a bad name
+   * @throws IllegalStateException or {@link AssertionError} if the setup does not come up
+   */
+  public static RedisSentinelSetup start(String masterName,
+      UnaryOperator<HostAndPort> replicationLink) {
     checkMasterName(masterName);
     RedisSentinelSetup setup = new RedisSentinelSetup(masterName);
     try {
       RedisServer master = RedisServer.start();
       setup.dataNodes.add(master);
-      setup.dataNodes.add(master.startReplica());
+      setup.dataNodes.add(master.startReplica(replicationLink.apply(master.hostAndPort())));
       String directives = String.join("\n",
           "sentinel resolve-hostnames no",
           "sentinel monitor " + masterName + " " + master.host() + " " + master.port() + " "

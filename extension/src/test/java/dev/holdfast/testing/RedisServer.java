@@ -282,12 +282,26 @@ public final class RedisServer implements AutoCloseable {
    *                               come up
    */
   public RedisServer startReplica() {
+    return startReplica(hostAndPort());
+  }
+
+  /**
+   * Like {@link #startReplica()}, but the replica connects to {@code link} instead of to this
+   * server directly: a proxy in front of this server, so that a test can hold replication back
+   * while this server still counts the replica as connected. The replica announces its own port,
+   * so this server (and sentinels monitoring it) still see it at {@code 127.0.0.1:<its port>}.
+   *
+   * @param link where the replica connects to reach this server
+   * @return the replica; the caller closes it
+   * @throws IllegalStateException as for {@link #startReplica()}
+   */
+  public RedisServer startReplica(HostAndPort link) {
     if (sentinelConfig != null || clusterEnabled) {
       throw new IllegalStateException("startReplica() is for plain servers; cluster replicas use "
           + "CLUSTER REPLICATE (see RedisClusterSetup)");
     }
     List<String> args = new ArrayList<>(extraArgs);
-    args.addAll(List.of("--replicaof", HOST, Integer.toString(port)));
+    args.addAll(List.of("--replicaof", link.getHost(), Integer.toString(link.getPort())));
     if (password != null) {
       args.addAll(List.of("--masterauth", password));
     }
