@@ -35,17 +35,19 @@ public final class SyncReplicasBenchmark {
         for (String mode : order) {
           Result r = measure(redis, mode, ops);
           throughput.computeIfAbsent(mode, m -> new ArrayList<>()).add(r.opsPerSecond());
-          commands.put(mode, new double[] {r.commandsPerOp(), r.waitsPerOp()});
+          commands.put(mode, new double[] {r.commandsPerOp(), r.waitsPerOp(),
+              r.redisMicrosPerOp()});
         }
       }
     }
     System.out.printf("%nsync-replicas on a Redis without replicas: %d x lock()+unlock() per round,"
         + " %d rounds, one thread%n", ops, rounds);
-    System.out.printf("  %-6s %22s %14s %16s%n", "mode", "commands per lock+unlock", "WAIT per op",
-        "median ops/s");
+    System.out.printf("  %-6s %26s %12s %20s %14s%n", "mode", "round trips per lock+unlock",
+        "WAIT per op", "Redis µs per op", "median ops/s");
     for (String mode : throughput.keySet()) {
-      System.out.printf("  %-6s %22.2f %14.2f %16.0f%n", mode, commands.get(mode)[0],
-          commands.get(mode)[1], median(throughput.get(mode)));
+      double[] c = commands.get(mode);
+      System.out.printf("  %-6s %26.2f %12.2f %20.1f %14.0f%n", mode, c[0], c[1], c[2],
+          median(throughput.get(mode)));
     }
   }
 
@@ -68,27 +70,34 @@ public final class SyncReplicasBenchmark {
       long nanos = System.nanoTime() - start;
       try (Jedis admin = redis.admin()) {
         long[] calls = commandCalls(admin.info("commandstats"));
-        return new Result(ops / (nanos / 1e9), calls[0] / (double) ops, calls[1] / (double) ops);
+        return new Result(ops / (nanos / 1e9), calls[0] / (double) ops, calls[1] / (double) ops,
+            calls[2] / (double) ops);
       }
     }
   }
 
-  /** Total calls of every command but INFO itself, and of WAIT. */
+  /**
+   * What the client sent (EVALSHA, EVAL and WAIT calls: a script's inner commands are counted by
+   * Redis too, but are no round trips), how many of those were WAIT, and the microseconds Redis
+   * spent on them, inner commands included.
+   */
   private static long[] commandCalls(String stats) {
-    long total = 0;
+    long sent = 0;
     long waits = 0;
+    long micros = 0;
     for (String line : stats.split("\r?\n")) {
-      if (!line.startsWith("cmdstat_") || line.startsWith("cmdstat_info:")
-          || line.startsWith("cmdstat_config")) {
+      if (!line.startsWith("cmdstat_evalsha:") && !line.startsWith("cmdstat_eval:")
+          && !line.startsWith("cmdstat_wait:")) {
         continue;
       }
       long calls = Long.parseLong(line.replaceAll("^cmdstat_[^:]+:calls=(\\d+),.*", "$1"));
-      total += calls;
+      sent += calls;
+      micros += Long.parseLong(line.replaceAll("^.*,usec=(\\d+),.*", "$1"));
       if (line.startsWith("cmdstat_wait:")) {
         waits += calls;
       }
     }
-    return new long[] {total, waits};
+    return new long[] {sent, waits, micros};
   }
 
   private static double median(List<Double> values) {
@@ -98,6 +107,7 @@ public final class SyncReplicasBenchmark {
     return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
   }
 
-  private record Result(double opsPerSecond, double commandsPerOp, double waitsPerOp) {
+  private record Result(double opsPerSecond, double commandsPerOp, double waitsPerOp,
+      double redisMicrosPerOp) {
   }
 }

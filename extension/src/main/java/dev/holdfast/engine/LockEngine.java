@@ -419,10 +419,12 @@ public final class LockEngine implements AutoCloseable {
    * @return {count, outcome}
    */
   List<?> resolve(LockNames names, String field, String requestId, int expected, String kind) {
-    List<String> args = List.of(field, Integer.toString(expected), kind,
-        topology.publishCommand(), names.channel(), Long.toString(sealMillis));
-    return (List<?>) topology.evalReplicated(LockScripts.RESOLVE,
-        List.of(names.key(), names.markerPrefix() + requestId), sealed -> args, false).reply();
+    // No WAIT: whatever a settling call undoes was never granted or is already reported lost,
+    // and a copy of it that a failover forgets expires with its lease.
+    return (List<?>) topology.eval(LockScripts.RESOLVE,
+        List.of(names.key(), names.markerPrefix() + requestId),
+        List.of(field, Integer.toString(expected), kind, topology.publishCommand(),
+            names.channel(), Long.toString(sealMillis)));
   }
 
   private void pingSubscribers() {

@@ -24,6 +24,9 @@ final class LockScript {
       local result = run()
       if ARGV[#ARGV] == 'auto' then
         local info = redis.call('info', 'replication')
+        if string.find(info, 'connected_slaves:0\\r', 1, true) then
+          return {result, 0}
+        end
         return {result, tonumber(string.match(info, 'connected_slaves:(%%d+)')) or 0}
       end
       return result

@@ -3,11 +3,14 @@ package dev.holdfast.engine;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -48,6 +51,8 @@ abstract class RedisTopology implements AutoCloseable {
 
   private static final Pattern VERSION = Pattern.compile("redis_version:(\\d+)\\.");
 
+  /** How long a node's reported replica count is trusted before a script reports it again. */
+  static final long REPLICAS_KNOWN_NANOS = Duration.ofSeconds(1).toNanos();
   private static final CommandObjects RESP3_COMMANDS = new CommandObjects(RedisProtocol.RESP3);
   private static final CommandObjects RESP2_COMMANDS = new CommandObjects(RedisProtocol.RESP2);
 
@@ -57,6 +62,8 @@ abstract class RedisTopology implements AutoCloseable {
   /** {@link LockClientConfig#syncReplicas()}. */
   private final int syncReplicas;
   private final int syncTimeoutMillis;
+  /** {@code auto}: the replicas connected to each node, as last reported by a script. */
+  private final Map<HostAndPort, KnownReplicas> knownReplicas = new ConcurrentHashMap<>();
 
   private RedisTopology(JedisClientConfig clientConfig, LockClientConfig config) {
     this.clientConfig = clientConfig;
@@ -234,12 +241,18 @@ abstract class RedisTopology implements AutoCloseable {
    * {@link LockClientConfig#syncReplicas()} asks.
    *
    * @param replicas the replicas the call waited for (0: none were connected, or none asked)
+   * @param required how many acknowledgements make the write confirmed: N for a fixed number,
+   *     1 for {@code auto} with replicas connected, 0 otherwise
    * @param acknowledged how many acknowledged within the sync timeout
    */
-  record Replicated(Object reply, long replicas, long acknowledged) {
+  record Replicated(Object reply, long replicas, long required, long acknowledged) {
+    static Replicated unreplicated(Object reply) {
+      return new Replicated(reply, 0, 0, 0);
+    }
+
     /** Whether the write is as safe as the configuration asks. */
     boolean confirmed() {
-      return replicas == 0 || acknowledged >= 1;
+      return acknowledged >= required;
     }
   }
 
@@ -247,8 +260,10 @@ abstract class RedisTopology implements AutoCloseable {
    * Like {@link #eval(LockScript, List, Function, boolean)} for a call that changes a lock's
    * state, followed on the same connection by {@code WAIT} as configured: {@code none} sends no
    * {@code WAIT}; a number {@code N} pipelines {@code WAIT N} with the script (one round trip);
-   * {@code auto} has the script report the replicas connected at that moment and sends
-   * {@code WAIT <that many>} only when some are — so with no replica, no round trip is added.
+   * {@code auto} sends {@code WAIT <connected replicas>} after the script only when some are
+   * connected — so with no replica, no round trip is added. The count is what a script reported
+   * (INFO replication, run inside the script, no extra round trip) less than a second ago, and is
+   * asked again after a {@code WAIT} that fell short.
    *
    * @throws RedisUnavailableException when no attempt got an answer: the call may have run
    * @throws LockException when Redis answered with an error
@@ -256,13 +271,12 @@ abstract class RedisTopology implements AutoCloseable {
   final Replicated evalReplicated(LockScript script, List<String> keys,
       Function<Boolean, List<String>> args, boolean sealFirst) {
     if (syncReplicas == LockClientConfig.SYNC_REPLICAS_NONE) {
-      return new Replicated(eval(script, keys, args, sealFirst), 0, 0);
+      return Replicated.unreplicated(eval(script, keys, args, sealFirst));
     }
     JedisException last = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
     for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      List<String> arguments = new ArrayList<>(args.apply(sealFirst || attempt > 1));
-      arguments.add(syncReplicas == LockClientConfig.SYNC_REPLICAS_AUTO ? "auto" : "-");
+      List<String> arguments = args.apply(sealFirst || attempt > 1);
       try (Connection c = connection(keys.get(0))) {
         return runReplicated(c, script, keys, arguments);
       } catch (JedisRedirectionException e) {
@@ -306,23 +320,47 @@ abstract class RedisTopology implements AutoCloseable {
         result = reply.get();
       } catch (JedisNoScriptException e) {
         result = c.executeCommand(commands(c).eval(script.source(), keys, args));
-        return new Replicated(result, syncReplicas, waitFor(c, syncReplicas));
+        return new Replicated(result, syncReplicas, syncReplicas, waitFor(c, syncReplicas));
       }
-      return new Replicated(result, syncReplicas, waited.get());
+      return new Replicated(result, syncReplicas, syncReplicas, waited.get());
     }
+    // auto: the replicas connected to this node, as the script itself reports them when what we
+    // know is older than REPLICAS_KNOWN_NANOS (INFO inside a script costs Redis ~8 µs, too much
+    // for every call).
+    HostAndPort node = c.getHostAndPort();
+    KnownReplicas known = knownReplicas.get(node);
+    boolean ask = known == null || System.nanoTime() - known.at() > REPLICAS_KNOWN_NANOS;
+    List<String> arguments = new ArrayList<>(args.size() + 1);
+    arguments.addAll(args);
+    arguments.add(ask ? "auto" : "-");
     Object reply;
     try {
-      reply = c.executeCommand(commands(c).evalsha(script.sha1(), keys, args));
+      reply = c.executeCommand(commands(c).evalsha(script.sha1(), keys, arguments));
     } catch (JedisNoScriptException e) {
-      reply = c.executeCommand(commands(c).eval(script.source(), keys, args));
+      reply = c.executeCommand(commands(c).eval(script.source(), keys, arguments));
     }
-    List<?> withReplicas = (List<?>) reply;
-    long connected = ((Number) withReplicas.get(1)).longValue();
-    Object result = withReplicas.get(0);
+    Object result = reply;
+    long connected;
+    if (ask) {
+      List<?> withReplicas = (List<?>) reply;
+      result = withReplicas.get(0);
+      connected = ((Number) withReplicas.get(1)).longValue();
+      knownReplicas.put(node, new KnownReplicas(connected, System.nanoTime()));
+    } else {
+      connected = known.count();
+    }
     if (connected == 0) {
-      return new Replicated(result, 0, 0);
+      return Replicated.unreplicated(result);
     }
-    return new Replicated(result, connected, waitFor(c, connected));
+    long acknowledged = waitFor(c, connected);
+    if (acknowledged < connected) {
+      knownReplicas.remove(node); // one may have gone: ask again next time
+    }
+    return new Replicated(result, connected, 1, acknowledged);
+  }
+
+  /** How many replicas were connected to a node, and when that was learned (nanoTime). */
+  private record KnownReplicas(long count, long at) {
   }
 
   private static CommandObjects commands(Connection c) {
@@ -344,9 +382,9 @@ abstract class RedisTopology implements AutoCloseable {
   /** Reads the major version of the server behind {@code node}. */
   static int majorVersion(HostAndPort node, JedisClientConfig config) {
     try (Connection c = new Connection(node, config)) {
-      Object info = c.executeCommand(new redis.clients.jedis.CommandArguments(
-          redis.clients.jedis.Protocol.Command.INFO).add("server"));
-      String text = info instanceof byte[] bytes ? new String(bytes, java.nio.charset.StandardCharsets.UTF_8) : String.valueOf(info);
+      Object info = c.executeCommand(new CommandArguments(Protocol.Command.INFO).add("server"));
+      String text = info instanceof byte[] bytes ? new String(bytes, StandardCharsets.UTF_8)
+          : String.valueOf(info);
       Matcher m = VERSION.matcher(text);
       return m.find() ? Integer.parseInt(m.group(1)) : 0;
     }
