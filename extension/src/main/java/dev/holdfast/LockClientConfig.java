@@ -523,7 +523,8 @@ public final class LockClientConfig {
      * {@code io.micrometer.core.instrument.MeterRegistry} of the Micrometer that Holdfast's class
      * loader sees.
      *
-     * @param registry a {@code MeterRegistry}, e.g. the application's {@code PrometheusMeterRegistry}
+     * @param registry a {@code MeterRegistry}, e.g. the application's
+     *     {@code PrometheusMeterRegistry}
      * @return this builder
      * @throws IllegalArgumentException if it is not a {@code MeterRegistry}, or Micrometer is not
      *     visible to Holdfast

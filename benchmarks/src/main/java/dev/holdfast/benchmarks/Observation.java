@@ -14,19 +14,26 @@ final class Observation {
     switch (mode) {
       case "plain":
         return () -> { };
-      case "jfr": {
+      case "jfr":
+      case "jfr-all": {
         Recording recording = new Recording();
         for (String event : new String[] {"LockWait", "LockHeld", "LockLost",
             "LockRenewalFailed"}) {
-          recording.enable("dev.holdfast." + event).withoutThreshold();
+          var settings = recording.enable("dev.holdfast." + event); // threshold: 10 ms
+          if (mode.equals("jfr-all")) {
+            settings.withoutThreshold(); // every call written, with its stack trace
+          }
         }
         recording.setToDisk(false);
         recording.start();
         return recording::close;
       }
+      case "micrometer":
+        config.meterRegistry(new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
+        return () -> { };
       default:
-        throw new IllegalArgumentException("Unknown mode " + mode
-            + ": plain, jfr or micrometer (with -Pbench,micrometer)");
+        throw new IllegalArgumentException(
+            "Unknown mode " + mode + ": plain, jfr, jfr-all or micrometer");
     }
   }
 }

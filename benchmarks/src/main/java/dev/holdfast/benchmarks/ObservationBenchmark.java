@@ -17,12 +17,14 @@ import java.util.Map;
  * the calling thread allocates per {@code lock()} + {@code unlock()}
  * ({@code ThreadMXBean.getThreadAllocatedBytes}, exact and independent of the machine's load).
  *
- * <p>Modes: {@code plain} (nothing observes), {@code jfr} (a JFR recording with Holdfast's events
- * enabled), {@code micrometer} (meters in a {@code SimpleMeterRegistry}, when Micrometer is on the
- * class path: {@code -Pbench,micrometer}).
+ * <p>Modes: {@code plain} (nothing observes: no registry, no recording), {@code jfr} (a JFR
+ * recording with Holdfast's events enabled at their default 10 ms threshold, so uncontended calls
+ * are measured but not written), {@code jfr-all} (the same without threshold: every call
+ * written), {@code micrometer} (meters in a {@code SimpleMeterRegistry}).
  *
  * <p>Run: {@code ./mvnw -B -q -pl benchmarks -am package -Pbench -DskipTests
- * -Dbench.main=dev.holdfast.benchmarks.ObservationBenchmark -Dbench.args="20000 5 plain jfr"}.
+ * -Dbench.main=dev.holdfast.benchmarks.ObservationBenchmark
+ * -Dbench.args="20000 5 plain jfr micrometer"}.
  */
 public final class ObservationBenchmark {
 
@@ -33,7 +35,7 @@ public final class ObservationBenchmark {
     int ops = args.length > 0 ? Integer.parseInt(args[0]) : 20_000;
     int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     List<String> modes = args.length > 2 ? List.of(args).subList(2, args.length)
-        : List.of("plain", "jfr");
+        : List.of("plain", "jfr", "micrometer");
     Map<String, List<Double>> throughput = new LinkedHashMap<>();
     Map<String, List<Double>> allocated = new LinkedHashMap<>();
     try (RedisServer redis = RedisServer.start()) {

@@ -55,7 +55,7 @@ final class MicrometerObserver implements LockObserver {
   static final int MAX_TEMPLATES = 100;
   static final String OTHER = "_other_";
 
-  /** What the open clients of each registry share; an entry goes with its registry's last client. */
+  /** What the open clients of each registry share; an entry leaves with its last client. */
   private static final Map<MeterRegistry, Shared> SHARED = new IdentityHashMap<>();
 
   private final Shared shared;

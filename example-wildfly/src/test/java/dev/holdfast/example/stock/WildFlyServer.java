@@ -127,6 +127,11 @@ final class WildFlyServer implements AutoCloseable {
     }
   }
 
+  /** {@code http://127.0.0.1:<management port>/}: health ({@code /health/ready}) lives here. */
+  URI managementUri() {
+    return URI.create("http://" + HOST + ":" + managementPort + "/");
+  }
+
   /** {@code http://127.0.0.1:<port>/holdfast-example/}: the example's root. */
   URI baseUri() {
     return URI.create("http://" + HOST + ":" + httpPort + "/" + CONTEXT_ROOT + "/");
