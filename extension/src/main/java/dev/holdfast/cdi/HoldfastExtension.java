@@ -33,9 +33,9 @@ import org.eclipse.microprofile.config.ConfigProvider;
  * Holdfast for CDI Full containers (Weld: WildFly, weld-junit5, Open Liberty, Payara).
  *
  * <ul>
- *   <li>Adds the library's own beans (the interceptor, the {@link LockClient} producer, and the
- *       {@code holdfast} readiness check when MicroProfile Health is there): the jar has no
- *       {@code beans.xml}, so they are registered exactly once, here.</li>
+ *   <li>Adds the library's own beans (the interceptor, the {@link LockClient} producer): the jar
+ *       has no {@code beans.xml}, so they are registered exactly once, here. With MicroProfile
+ *       Health, also the {@code holdfast} readiness check ({@link HealthCheckBean}).</li>
  *   <li>Checks every {@code @Locked} method of every managed bean as written
  *       ({@code ProcessManagedBean}), then prepares all of them with the configuration's
  *       overrides and checks the rest of the configuration ({@code AfterDeploymentValidation}):
@@ -51,15 +51,12 @@ public class HoldfastExtension implements Extension {
   private final Set<Map.Entry<String, Boolean>> lockBeans = ConcurrentHashMap.newKeySet();
   private final Set<Class<?>> lockedBeanClasses = ConcurrentHashMap.newKeySet();
   private volatile LockedOperations operations;
+  /** A bean class of the application's own archive, whose visibility the health check gets. */
+  private volatile Class<?> applicationBeanClass;
 
   void addLibraryBeans(@Observes BeforeBeanDiscovery discovery, BeanManager beans) {
     for (Class<?> type : List.of(LockedInterceptor.class, HoldfastProducer.class)) {
       discovery.addAnnotatedType(beans.createAnnotatedType(type), type.getName());
-    }
-    if (healthCheckWanted()) {
-      // Only now may HoldfastHealthCheck, which implements MicroProfile Health's API, load.
-      discovery.addAnnotatedType(beans.createAnnotatedType(HoldfastHealthCheck.class),
-          HoldfastHealthCheck.class.getName());
     }
   }
 
@@ -74,6 +71,10 @@ public class HoldfastExtension implements Extension {
 
   void checkLockedMethods(@Observes ProcessManagedBean<?> bean) {
     Class<?> beanClass = bean.getAnnotatedBeanClass().getJavaClass();
+    if (applicationBeanClass == null && beanClass.getClassLoader() == getClass().getClassLoader()
+        && !beanClass.getName().startsWith("dev.holdfast.cdi.")) {
+      applicationBeanClass = beanClass;
+    }
     Collection<LockedTarget> targets = LockedDefinitions.targets(beanClass).values();
     boolean valid = true;
     for (LockedTarget target : targets) {
@@ -124,6 +125,11 @@ public class HoldfastExtension implements Extension {
   }
 
   void addBeans(@Observes AfterBeanDiscovery abd, BeanManager beans) {
+    if (healthCheckWanted()) {
+      // Only now may a class that uses MicroProfile Health's API load.
+      abd.addBean(new HealthCheckBean(
+          applicationBeanClass != null ? applicationBeanClass : HoldfastExtension.class, beans));
+    }
     // Created after AfterDeploymentValidation, which prepared the operations or failed.
     abd.<LockedOperations>addBean()
         .beanClass(HoldfastExtension.class)

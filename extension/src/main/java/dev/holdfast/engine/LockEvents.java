@@ -23,7 +23,8 @@ import jdk.jfr.Timespan;
  * {@value #THRESHOLD}: a production recording keeps the waits and holds that matter, not every
  * uncontended call ({@code jfr configure}, or a {@code .jfc} file, sets it to {@code 0 ms}).
  *
- * <p>Where JFR is missing (a runtime linked without {@code jdk.jfr}), every method is a no-op.
+ * <p>Where JFR is missing (a runtime linked without {@code jdk.jfr}, a WildFly deployment that
+ * does not import the {@code jdk.jfr} module), every method is a no-op.
  */
 final class LockEvents {
   private static final System.Logger LOG = System.getLogger(LockEvents.class.getName());
@@ -40,6 +41,9 @@ final class LockEvents {
     EventType lost = null;
     EventType renewalFailed = null;
     try {
+      // Asked first, by name: defining an event class without jdk.jfr visible fails noisily
+      // (WildFly deployments see only java.se unless they import the jdk.jfr module).
+      Class.forName("jdk.jfr.Event", false, LockEvents.class.getClassLoader());
       wait = EventType.getEventType(Wait.class);
       held = EventType.getEventType(Held.class);
       lost = EventType.getEventType(Lost.class);
