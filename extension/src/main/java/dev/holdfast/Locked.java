@@ -20,6 +20,11 @@ import java.lang.annotation.Target;
  *
  * @Locked(value = "nightly-report", waitTime = "0s")   // skip if another node is running it
  * public void report() { ... }
+ *
+ * @Locked(value = "inventory:{sku}", fenced = true)
+ * public void setStock(String sku, int units) {
+ *   store.write(sku, units, FencingToken.current());   // the store refuses older tokens
+ * }
  * }</pre>
  *
  * <p>On a class, it applies to every business method of the bean (as CDI interceptor bindings
@@ -34,6 +39,15 @@ import java.lang.annotation.Target;
  *       {@link LockNotAcquiredException} names the lock and the wait.</li>
  *   <li>The interceptor runs at {@link #PRIORITY}, outside {@code @Transactional} (200): the lock
  *       is taken before the transaction begins and released after it commits.</li>
+ *   <li>With {@link #fenced() fenced = true} the lock is the name's {@link FencedLock}, and the
+ *       method runs with its hold's fencing token as {@link FencingToken#current()}: greater than
+ *       every token handed out before for that name. A nested fenced method sees its own token
+ *       (re-entering the same name, the same one), and the caller's is current again when it
+ *       returns. If the hold is already lost when the method would start (its lease ran out
+ *       during a pause), the method does not run and {@link LockException} says so. The token
+ *       protects only a resource that checks it, refusing a write whose token is lower than the
+ *       highest it has seen: a holder paused past its lease then has its late write refused,
+ *       although its method runs to the end (and rule 1 reports the lost lock after it).</li>
  *   <li>Everything is validated at deployment (template placeholders, durations, whether the
  *       container can intercept the method): a mistake fails the deployment with a message naming
  *       the class, the method, the member and the value.</li>
@@ -41,7 +55,8 @@ import java.lang.annotation.Target;
  *
  * <p>Values can be overridden by MicroProfile Config, most specific first:
  * {@code holdfast."<fqcn>/<method>".locked.wait-time}, {@code holdfast."<fqcn>".locked.wait-time},
- * {@code holdfast.locked.wait-time}, then the annotation (likewise {@code lease-time}).
+ * {@code holdfast.locked.wait-time}, then the annotation (likewise {@code lease-time});
+ * {@link #fenced()} is not configurable.
  */
 @Inherited
 @Documented
@@ -91,7 +106,9 @@ public @interface Locked {
 
   /**
    * Whether the lock is a {@link FencedLock}: the method can read its hold's fencing token with
-   * {@link FencingToken#current()} and pass it to the resource it protects.
+   * {@link FencingToken#current()} and pass it to the resource it protects. The same lock as
+   * without it (both exclude each other); not overridable by configuration, because the method's
+   * code relies on it.
    *
    * @return whether the hold carries a fencing token
    */

@@ -30,7 +30,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.locks.Lock;
 
 /**
  * Holdfast for CDI Lite (Quarkus ArC), which runs only build-compatible extensions. The same
@@ -43,7 +42,8 @@ import java.util.concurrent.locks.Lock;
  */
 @SkipIfPortableExtensionPresent(HoldfastExtension.class)
 public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtension {
-  private final Set<String> lockNames = new TreeSet<>();
+  /** The {@code @Named} lock beans to add: by name, whether plain and/or fenced. */
+  private final Map<String, Set<Boolean>> lockBeans = new TreeMap<>();
   private final Map<String, ClassInfo> lockedBeanClasses = new TreeMap<>();
 
   /** For the container. */
@@ -82,20 +82,25 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
         .withParam(LockedOperations.BEAN_CLASSES_PARAM,
             lockedBeanClasses.values().toArray(new ClassInfo[0]))
         .createWith(LockedOperations.Creator.class);
-    for (String name : lockNames) {
-      components.addBean(DistributedLock.class)
-          .type(DistributedLock.class)
-          .type(Lock.class)
-          .qualifier(NamedLiteral.of(name))
-          .scope(Dependent.class)
-          .withParam(NamedLocks.NAME_PARAM, name)
-          .createWith(NamedLocks.Creator.class);
-    }
+    lockBeans.forEach((name, kinds) -> {
+      for (boolean fenced : kinds) {
+        var bean = components.addBean(DistributedLock.class);
+        for (Class<?> type : NamedLocks.beanTypes(fenced)) {
+          bean.type(type);
+        }
+        bean.qualifier(NamedLiteral.of(name))
+            .scope(Dependent.class)
+            .withParam(NamedLocks.NAME_PARAM, name)
+            .withParam(NamedLocks.FENCED_PARAM, fenced)
+            .createWith(NamedLocks.Creator.class);
+      }
+    });
   }
 
   private void collectNamedLock(InjectionPointInfo ip, Messages messages) {
     Type type = ip.type();
-    if (!type.isClass() || !NamedLocks.isLockType(type.asClass().declaration().name())) {
+    String typeName = type.isClass() ? type.asClass().declaration().name() : "";
+    if (!NamedLocks.isLockType(typeName)) {
       return;
     }
     AnnotationInfo named = ip.qualifiers().stream()
@@ -108,7 +113,8 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
         ? declaration.asField().name() : null;
     String value = named.hasValue() ? named.value().asString() : "";
     try {
-      lockNames.add(NamedLocks.resolve(value, field, describe(declaration)));
+      lockBeans.computeIfAbsent(NamedLocks.resolve(value, field, describe(declaration)),
+          n -> new TreeSet<>()).add(NamedLocks.isFencedType(typeName));
     } catch (IllegalArgumentException e) {
       messages.error(e.getMessage(), ip.declaration());
     }
@@ -137,7 +143,7 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
       }
       targets.add(new LockedTarget(m.declaringClass().name(), m.name(), types, names,
           m.modifiers(), classFinal, own == null, member(locked, "value"),
-          member(locked, "waitTime"), member(locked, "leaseTime")));
+          member(locked, "waitTime"), member(locked, "leaseTime"), fenced(locked)));
     }
     return targets;
   }
@@ -178,6 +184,11 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
   private static String member(AnnotationInfo annotation, String name) {
     AnnotationMember member = annotation.member(name);
     return member == null ? "" : member.asString();
+  }
+
+  private static boolean fenced(AnnotationInfo annotation) {
+    AnnotationMember member = annotation.member("fenced");
+    return member != null && member.asBoolean();
   }
 
   private static String describe(DeclarationInfo declaration) {

@@ -91,6 +91,12 @@ final class HoldfastConfig {
         continue;
       }
       String member = m.group(2);
+      if (member.equals("fenced")) {
+        problems.add("Configuration key '" + key + "' cannot override @Locked.fenced: whether a "
+            + "method receives a fencing token is part of its code; overrides end in ."
+            + LockedDefinitions.WAIT_TIME + " or ." + LockedDefinitions.LEASE_TIME);
+        continue;
+      }
       if (!member.equals(LockedDefinitions.WAIT_TIME)
           && !member.equals(LockedDefinitions.LEASE_TIME)) {
         problems.add("Unknown configuration key '" + key + "': @Locked overrides end in ."

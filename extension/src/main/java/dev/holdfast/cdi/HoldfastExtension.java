@@ -22,10 +22,11 @@ import jakarta.enterprise.inject.literal.NamedLiteral;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.locks.Lock;
 import org.eclipse.microprofile.config.Config;
 import org.eclipse.microprofile.config.ConfigProvider;
 
@@ -42,12 +43,14 @@ import org.eclipse.microprofile.config.ConfigProvider;
  *       interceptor uses. Then the {@link LockClient} is created, which checks that Redis
  *       answers: an unreachable Redis fails the deployment too, unless
  *       {@code holdfast.redis.connect-at-startup=false}.</li>
- *   <li>Adds one {@code @Dependent} bean per name used at a {@code @Named DistributedLock} or
- *       {@code @Named Lock} injection point.</li>
+ *   <li>Adds a {@code @Dependent} bean per name used at a {@code @Named DistributedLock} or
+ *       {@code @Named Lock} injection point, and one per name used at a
+ *       {@code @Named FencedLock} injection point (see {@link NamedLocks}).</li>
  * </ul>
  */
 public class HoldfastExtension implements Extension {
-  private final Set<String> lockNames = ConcurrentHashMap.newKeySet();
+  /** The {@code @Named} lock beans to add: name and whether fenced. */
+  private final Set<Map.Entry<String, Boolean>> lockBeans = ConcurrentHashMap.newKeySet();
   private final Set<Class<?>> lockedBeanClasses = ConcurrentHashMap.newKeySet();
   private volatile LockedOperations operations;
 
@@ -86,7 +89,7 @@ public class HoldfastExtension implements Extension {
         ? f.getJavaMember().getName() : null;
     try {
       String name = NamedLocks.resolve(named.value(), field, String.valueOf(ip.getMember()));
-      lockNames.add(name);
+      lockBeans.add(Map.entry(name, NamedLocks.isFencedType(c.getName())));
       if (named.value().isEmpty()) {
         // @Named on a field means @Named("<field>"): make the injection point say so.
         event.configureInjectionPoint().qualifiers(qualifiersWith(ip, name));
@@ -98,7 +101,7 @@ public class HoldfastExtension implements Extension {
 
   private static Set<java.lang.annotation.Annotation> qualifiersWith(InjectionPoint ip,
       String name) {
-    Set<java.lang.annotation.Annotation> qualifiers = new java.util.HashSet<>();
+    Set<java.lang.annotation.Annotation> qualifiers = new HashSet<>();
     for (var q : ip.getQualifiers()) {
       if (!(q instanceof Named)) {
         qualifiers.add(q);
@@ -115,13 +118,18 @@ public class HoldfastExtension implements Extension {
         .types(LockedOperations.class, Object.class)
         .scope(Singleton.class)
         .createWith(ctx -> operations);
-    for (String name : lockNames) {
+    for (Map.Entry<String, Boolean> lock : lockBeans) {
+      String name = lock.getKey();
+      boolean fenced = lock.getValue();
+      Set<Type> types = new HashSet<>(List.of(NamedLocks.beanTypes(fenced)));
+      types.add(Object.class);
       abd.<DistributedLock>addBean()
           .beanClass(HoldfastExtension.class)
-          .types(DistributedLock.class, Lock.class, Object.class)
+          .types(types)
           .qualifiers(NamedLiteral.of(name), Any.Literal.INSTANCE)
           .scope(Dependent.class)
-          .createWith(ctx -> beans.createInstance().select(LockClient.class).get().getLock(name));
+          .createWith(ctx -> NamedLocks.create(beans.createInstance().select(LockClient.class)
+              .get(), name, fenced));
     }
   }
 

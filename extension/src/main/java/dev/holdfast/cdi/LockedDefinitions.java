@@ -68,7 +68,8 @@ final class LockedDefinitions {
 
   /**
    * Prepares the operation, applying config overrides (method key, class key, global key, then
-   * the annotation).
+   * the annotation) to the wait and the lease; {@code fenced} is the annotation's: whether the
+   * method receives a token is part of its code, not of its deployment.
    *
    * @throws IllegalArgumentException with a message naming the method, the member, the config key
    *     (or annotation member) the value came from, and the value
@@ -96,7 +97,7 @@ final class LockedDefinitions {
       throw new IllegalArgumentException("Invalid configuration for @Locked.leaseTime on "
           + t.where() + ": " + e.getMessage(), e);
     }
-    return new LockedOperation(t.where(), template(t), waitTime, leaseTime);
+    return new LockedOperation(t.where(), template(t), waitTime, leaseTime, t.fenced());
   }
 
   /**

@@ -1,6 +1,7 @@
 package dev.holdfast.cdi;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
 import jakarta.annotation.Priority;
@@ -16,7 +17,8 @@ import java.util.Map;
 /**
  * Runs {@link Locked} methods under their lock. All decisions were made at deployment: a call
  * looks up the operation prepared for its bean class and method, renders the name, acquires,
- * proceeds and releases.
+ * proceeds — for a fenced operation with the hold's token as {@link FencingToken#current()} —
+ * and releases.
  *
  * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
  * are looked up once, at construction. The bean class is the one the container reports
@@ -44,10 +46,13 @@ public class LockedInterceptor {
 
   @AroundInvoke
   public Object lockAround(InvocationContext ctx) throws Exception {
-    DistributedLock lock = operation(ctx).acquire(client, ctx.getParameters());
+    LockedOperation operation = operation(ctx);
+    DistributedLock lock = operation.acquire(client, ctx.getParameters());
     Throwable failure = null;
     try {
-      return ctx.proceed();
+      return operation.fenced()
+          ? FencingToken.callWith(LockedOperation.token(lock), ctx::proceed)
+          : ctx.proceed();
     } catch (Throwable t) {
       failure = t;
       throw t;

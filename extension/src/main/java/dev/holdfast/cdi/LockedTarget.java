@@ -22,10 +22,11 @@ import java.util.List;
  * @param value          {@link Locked#value()}
  * @param waitTime       {@link Locked#waitTime()}
  * @param leaseTime      {@link Locked#leaseTime()}
+ * @param fenced         {@link Locked#fenced()}
  */
 record LockedTarget(String className, String methodName, List<String> parameterTypes,
     List<String> parameterNames, int modifiers, boolean classFinal, boolean classLevel,
-    String value, String waitTime, String leaseTime) {
+    String value, String waitTime, String leaseTime, boolean fenced) {
 
   /**
    * Describes {@code method} of {@code beanClass} as annotated by {@code locked}. The method's
@@ -36,7 +37,7 @@ record LockedTarget(String className, String methodName, List<String> parameterT
         Arrays.stream(method.getParameterTypes()).map(Class::getSimpleName).toList(),
         Arrays.stream(method.getParameters()).map(Parameter::getName).toList(),
         method.getModifiers(), Modifier.isFinal(beanClass.getModifiers()), classLevel,
-        locked.value(), locked.waitTime(), locked.leaseTime());
+        locked.value(), locked.waitTime(), locked.leaseTime(), locked.fenced());
   }
 
   /** {@code com.acme.Inventory.reserve(String, int)}, for messages. */

@@ -100,30 +100,43 @@ final class RedisLock implements FencedLock {
 
   @Override
   public Long lockAndGetToken() {
+    requireFenced();
     lock();
     return heldToken();
   }
 
   @Override
   public Long lockAndGetToken(long leaseTime, TimeUnit unit) {
+    requireFenced();
     lock(leaseTime, unit);
     return heldToken();
   }
 
   @Override
   public Long tryLockAndGetToken() {
+    requireFenced();
     return tryLock() ? heldToken() : null;
   }
 
   @Override
   public Long tryLockAndGetToken(long waitTime, TimeUnit unit) throws InterruptedException {
+    requireFenced();
     return tryLock(waitTime, unit) ? heldToken() : null;
   }
 
   @Override
   public Long tryLockAndGetToken(long waitTime, long leaseTime, TimeUnit unit)
       throws InterruptedException {
+    requireFenced();
     return tryLock(waitTime, leaseTime, unit) ? heldToken() : null;
+  }
+
+  /** A handle from {@code getLock} cast to FencedLock: refuse before acquiring anything. */
+  private void requireFenced() {
+    if (!fenced) {
+      throw new UnsupportedOperationException("Lock '" + names.name() + "' was obtained with "
+          + "LockClient.getLock: use LockClient.getFencedLock for fencing tokens");
+    }
   }
 
   @Override
@@ -136,13 +149,12 @@ final class RedisLock implements FencedLock {
     return hold.token();
   }
 
-  /** The token of the hold just acquired through this fenced handle. */
+  /**
+   * The token of the hold just acquired through this fenced handle; a fenced acquisition always
+   * assigns one, and a hold is never forgotten before its unlock.
+   */
   private Long heldToken() {
     Hold hold = engine.holds().get(new Hold.Id(names.key(), Thread.currentThread().getId()));
-    if (hold == null || hold.token() == 0) {
-      throw new IllegalStateException("Lock '" + names.name() + "' has no fencing token: "
-          + "use LockClient.getFencedLock for fenced holds");
-    }
     return hold.token();
   }
 
@@ -290,7 +302,10 @@ final class RedisLock implements FencedLock {
         hold = settlePendingRelease(hold);
       }
       int expected = hold == null ? 0 : hold.count();
-      boolean resend = requestId != null && uncertain && requestExpected == expected;
+      if (uncertain && requestExpected != expected) {
+        settle(); // never drop an unanswered request: it could still apply
+      }
+      boolean resend = uncertain;
       if (!resend) {
         requestId = engine.nextRequestId();
         requestExpected = expected;

@@ -1,6 +1,8 @@
 package dev.holdfast.cdi;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencedLock;
+import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockLost;
 import dev.holdfast.Locked;
@@ -15,6 +17,7 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Lock;
 
@@ -168,6 +171,90 @@ final class Beans {
 
     @Inject
     void init(@Named("init-lock") Lock lock) {
+      this.fromInitializer = lock;
+    }
+  }
+
+  /** {@code @Locked(fenced = true)} methods reading their token, as a fenced resource's caller. */
+  @ApplicationScoped
+  public static class Fences {
+    static final AtomicBoolean RAN = new AtomicBoolean();
+
+    @Inject
+    Fences self;
+
+    @Inject
+    LockClient client;
+
+    @Locked(value = "fence:{sku}", fenced = true)
+    public long token(String sku) {
+      return FencingToken.current();
+    }
+
+    /** The token seen by the handle, inside the method. */
+    @Locked(value = "fence:{sku}", fenced = true)
+    public Long handleToken(String sku) {
+      return client.getFencedLock("fence:" + sku).getToken();
+    }
+
+    /** {outer's token, inner's token (another lock), outer's token after the inner returned}. */
+    @Locked(value = "fence:outer", fenced = true)
+    public long[] nestedOnAnotherLock() {
+      long outer = FencingToken.current();
+      long inner = self.token("inner");
+      return new long[] {outer, inner, FencingToken.current()};
+    }
+
+    /** {outer's token, the re-entered same lock's token}. */
+    @Locked(value = "fence:{sku}", fenced = true)
+    public long[] reenteringTheSameLock(String sku) {
+      return new long[] {FencingToken.current(), self.token(sku)};
+    }
+
+    /** Calls a fenced method from a plain locked one: only the fenced one has a token. */
+    @Locked("plain-outer")
+    public long fencedInsidePlain() {
+      return self.token("inside-plain");
+    }
+
+    @Locked("plain")
+    public long plain() {
+      return FencingToken.current();
+    }
+
+    /** A lease too short to still be believed when the method would start. */
+    @Locked(value = "fence:instant", fenced = true, leaseTime = "1ms")
+    public void lostBeforeItStarts() {
+      RAN.set(true);
+    }
+  }
+
+  /** Injects fenced named locks in every way CDI allows (not proxied: tests read its fields). */
+  @Singleton
+  public static class FencedLockUser {
+    @Inject
+    @Named("ledger")
+    FencedLock ledger;
+
+    /** The plain lock of the same name: another bean, the same lock in Redis. */
+    @Inject
+    @Named("ledger")
+    DistributedLock plainLedger;
+
+    @Inject
+    @Named
+    FencedLock auditLock;
+
+    final FencedLock fromConstructor;
+    FencedLock fromInitializer;
+
+    @Inject
+    FencedLockUser(@Named("ctor-fence") FencedLock lock) {
+      this.fromConstructor = lock;
+    }
+
+    @Inject
+    void init(@Named("init-fence") FencedLock lock) {
       this.fromInitializer = lock;
     }
   }

@@ -242,6 +242,14 @@ class DeploymentValidationTest {
   }
 
   @Test
+  void fencedOverride_isReported() {
+    config.close();
+    String key = "holdfast.\"" + Valid.class.getName() + "/run\".locked.fenced";
+    config = TestConfig.of(Map.of(key, "true"));
+    assertFails("Configuration key '" + key + "' cannot override @Locked.fenced", Valid.class);
+  }
+
+  @Test
   void negativeLeaseOverride_isReported() {
     config.close();
     config = TestConfig.of(NO_REDIS, "holdfast.locked.lease-time", "PT-1S");

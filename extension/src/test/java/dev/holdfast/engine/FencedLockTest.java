@@ -1,6 +1,7 @@
 package dev.holdfast.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -80,6 +81,15 @@ class FencedLockTest {
     assertNotNull(token, "a fenced re-entry of a plain hold assigns a token");
     fenced.unlock();
     client.getLock("same").unlock();
+  }
+
+  @Test
+  void plainHandleCastToFencedLock_refusesBeforeAcquiring() {
+    LockClient client = clients.create(config);
+    FencedLock cast = (FencedLock) client.getLock("cast");
+    assertThrows(UnsupportedOperationException.class, cast::lockAndGetToken);
+    assertThrows(UnsupportedOperationException.class, cast::tryLockAndGetToken);
+    assertFalse(cast.isLocked(), "nothing was acquired");
   }
 
   @Test

@@ -1,6 +1,7 @@
 package dev.holdfast.example.stock;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -18,6 +19,7 @@ import org.eclipse.microprofile.config.inject.ConfigProperty;
  */
 @ApplicationScoped
 public class Inventory {
+  private static final System.Logger LOG = System.getLogger(Inventory.class.getName());
 
   @Inject
   StockStore store;
@@ -61,6 +63,36 @@ public class Inventory {
     return new Restock(level, inTransaction, lock.getHoldCount(), atCompletion);
   }
 
+  /**
+   * Sets the level under the SKU's fenced lock, {@code holdMillis} after acquiring it (a stand-in
+   * for slow work, and a window in which a test can pause this process). The lease is short and
+   * fixed: a holder paused past it loses the lock to the next caller. The store takes the write
+   * only with a token greater than any it has written with, so a paused holder's late write is
+   * refused once the next holder has written.
+   *
+   * @return the token the level was written with
+   * @throws StaleTokenException if the store refused the write; nothing was written
+   */
+  @Locked(value = "inventory:{sku}", fenced = true, leaseTime = "2s")
+  public long setUnitsFenced(String sku, int units, long holdMillis) {
+    long token = FencingToken.current();
+    holdBeforeWriting(sku, "fencing token " + token, holdMillis);
+    if (!store.setUnitsFenced(sku, units, token)) {
+      throw new StaleTokenException(sku, token);
+    }
+    return token;
+  }
+
+  /**
+   * {@link #setUnitsFenced} without the token check, to show what it prevents: the same lock and
+   * lease, but the store takes every write, a paused holder's late one included.
+   */
+  @Locked(value = "inventory:{sku}", leaseTime = "2s")
+  public void setUnitsUnfenced(String sku, int units, long holdMillis) {
+    holdBeforeWriting(sku, "no fencing token", holdMillis);
+    store.setUnits(sku, units);
+  }
+
   private Reservation reserveOne(String sku) {
     long startedNanos = System.nanoTime(); // the lock, if any, is held from here
     int units = store.units(sku).orElse(0);
@@ -73,11 +105,44 @@ public class Inventory {
   }
 
   private void work() {
+    pause(workMillis);
+  }
+
+  /** Waits under the SKU's lock, logging first: a test watches for the line to pause us. */
+  private static void holdBeforeWriting(String sku, String token, long holdMillis) {
+    if (holdMillis > 0) {
+      LOG.log(System.Logger.Level.INFO, "Holding lock inventory:" + sku + " (" + token + ") for "
+          + holdMillis + " ms before writing");
+      pause(holdMillis);
+    }
+  }
+
+  private static void pause(long millis) {
     try {
-      Thread.sleep(workMillis);
+      Thread.sleep(millis);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      throw new IllegalStateException("Interrupted while reserving", e);
+      throw new IllegalStateException("Interrupted while working under the lock", e);
+    }
+  }
+
+  /**
+   * A fenced write the store refused: a later holder of the SKU's lock has written since this
+   * holder acquired it. Thrown out of the locked method, so that it reaches the caller even when
+   * releasing the lost lock fails too (that failure is attached as suppressed).
+   */
+  public static final class StaleTokenException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final long token;
+
+    StaleTokenException(String sku, long token) {
+      super("The stock of " + sku + " was written by a later holder of its lock: the write "
+          + "with fencing token " + token + " was refused");
+      this.token = token;
+    }
+
+    public long token() {
+      return token;
     }
   }
 

@@ -26,7 +26,8 @@ import java.util.regex.Pattern;
  * <p>The Redis address goes to the process in {@code HOLDFAST_REDIS_ADDRESS}, not on its command
  * line, where {@code ps} would show a password. Output goes to a log file. Every process is
  * stopped by {@link #close()}, and, should the JVM exit first (a failure, Ctrl-C), by a shutdown
- * hook.
+ * hook. {@link #pause()} and {@link #resume()} freeze and thaw the process, as a long GC pause
+ * or a suspended VM would.
  */
 final class AppInstance implements AutoCloseable {
   private static final Duration STOP_TIMEOUT = Duration.ofSeconds(10);
@@ -58,6 +59,7 @@ final class AppInstance implements AutoCloseable {
   private final List<String> systemProperties;
   private int port;
   private Process process;
+  private boolean paused;
   private long launchedNanos;
   private long logSizeSeen = -1;
 
@@ -125,11 +127,34 @@ final class AppInstance implements AutoCloseable {
     return log;
   }
 
-  /** SIGTERM (Quarkus shuts down gracefully, closing its lock client), then SIGKILL. Idempotent. */
+  /**
+   * Freezes the instance's JVM with SIGSTOP: no thread of it runs, and its connections stay open,
+   * until {@link #resume()}.
+   */
+  synchronized void pause() {
+    signal("STOP");
+    paused = true;
+  }
+
+  /** Lets a {@linkplain #pause() paused} instance run on (SIGCONT); harmless if it runs. */
+  synchronized void resume() {
+    if (process != null && process.isAlive()) {
+      signal("CONT");
+    }
+    paused = false;
+  }
+
+  /**
+   * SIGTERM (Quarkus shuts down gracefully, closing its lock client), then SIGKILL; a paused
+   * instance is resumed first. Idempotent.
+   */
   @Override
   public synchronized void close() {
     if (process == null) {
       return;
+    }
+    if (paused) {
+      resume();
     }
     stop(process);
     LIVE.remove(process);
@@ -248,6 +273,26 @@ final class AppInstance implements AutoCloseable {
       }
     }
     return suppressed == null ? headline : headline + "\n         " + suppressed;
+  }
+
+  private void signal(String name) {
+    if (process == null) {
+      throw new IllegalStateException(this + " is not running");
+    }
+    String pid = Long.toString(process.pid());
+    try {
+      Process kill = new ProcessBuilder("kill", "-" + name, pid).redirectErrorStream(true).start();
+      if (!kill.waitFor(STOP_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS) || kill.exitValue() != 0) {
+        kill.destroyForcibly();
+        throw new IllegalStateException("kill -" + name + " " + pid + " failed: "
+            + new String(kill.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("kill -" + name + " " + pid, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("Interrupted: kill -" + name + " " + pid, e);
+    }
   }
 
   /** The readiness probe's status code, or -1 if the instance does not answer yet. */

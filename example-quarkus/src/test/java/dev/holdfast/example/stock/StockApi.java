@@ -65,6 +65,39 @@ final class StockApi {
     }
   }
 
+  /**
+   * The answer to {@code PUT /stock/<sku>/fenced} or {@code …/unfenced}.
+   *
+   * @param status   200 if the store took the write, 409 if it refused the token
+   * @param token    the write's fencing token, if the answer has one
+   * @param lockLost whether the lock's lease ran out before it was released
+   */
+  record Write(int status, boolean accepted, Long token, boolean lockLost) {
+  }
+
+  /**
+   * Starts {@code PUT /stock/<sku>/fenced} (or {@code …/unfenced}) with {@code units}, waiting
+   * {@code holdMs} under the lock before writing; completes with the answer, or fails on a status
+   * other than 200 and 409.
+   */
+  CompletableFuture<Write> write(URI instance, String sku, boolean fenced, int units,
+      long holdMs) {
+    HttpRequest request = request(instance, "/stock/" + sku + (fenced ? "/fenced" : "/unfenced")
+        + "?holdMs=" + holdMs)
+        .PUT(HttpRequest.BodyPublishers.ofString("{\"units\": " + units + "}"))
+        .header("Content-Type", "application/json").build();
+    return http.sendAsync(request, HttpResponse.BodyHandlers.ofString()).thenApply(response -> {
+      if (response.statusCode() != 200 && response.statusCode() != 409) {
+        expectOk(response); // throws, with the body
+      }
+      JsonNode answer = json(response);
+      JsonNode token = answer.get("token");
+      return new Write(response.statusCode(), answer.get("accepted").asBoolean(),
+          token == null || token.isNull() ? null : token.asLong(),
+          answer.get("lockLost").asBoolean());
+    });
+  }
+
   /** Starts {@code POST /report} on one instance; completes with the status code. */
   CompletableFuture<Integer> report(URI instance) {
     return http.sendAsync(request(instance, "/report").POST(HttpRequest.BodyPublishers.noBody())

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.testing.Await;
 import io.quarkus.test.common.WithTestResource;
@@ -14,6 +15,7 @@ import io.quarkus.test.common.http.TestHTTPResource;
 import io.quarkus.test.junit.QuarkusTest;
 import io.restassured.response.Response;
 import jakarta.inject.Inject;
+import jakarta.inject.Named;
 import java.net.URI;
 import java.time.Duration;
 import java.util.List;
@@ -42,6 +44,18 @@ class StockResourceTest {
   /** The application's own client: its id starts the hash fields of the locks it holds. */
   @Inject
   LockClient appLocks;
+
+  @Inject
+  StockStore store;
+
+  /* One name as both kinds of named lock: two synthetic beans of Holdfast's BCE (ArC). */
+  @Inject
+  @Named("inventory:named-probe")
+  FencedLock fencedProbe;
+
+  @Inject
+  @Named("inventory:named-probe")
+  DistributedLock plainProbe;
 
   @TestHTTPResource("/")
   URI base;
@@ -157,6 +171,56 @@ class StockResourceTest {
   }
 
   @Test
+  void fencedWrites_areTakenWithGrowingTokens_andAStaleTokenIsRefused() {
+    long first = setUnitsFenced(5).then().statusCode(200).body("accepted", equalTo(true))
+        .body("lockLost", equalTo(false)).extract().jsonPath().getLong("token");
+    long second = setUnitsFenced(6).then().statusCode(200).extract().jsonPath().getLong("token");
+    assertTrue(second > first, first + " then " + second);
+
+    assertFalse(store.setUnitsFenced(sku, 99, first), "an older token is refused");
+    assertFalse(store.setUnitsFenced(sku, 99, second), "so is the same token again");
+    given().get("/stock/{sku}", sku).then().body("units", equalTo(6));
+    assertTrue(store.setUnitsFenced(sku, 7, second + 1), "a newer token is taken");
+    given().get("/stock/{sku}", sku).then().body("units", equalTo(7));
+  }
+
+  @Test
+  void fencedWrite_holdsTheInventoryLockWhileItWaits() throws Exception {
+    setUnits(1);
+    try (Jedis redis = redis()) {
+      CompletableFuture<Integer> call = CompletableFuture.supplyAsync(() -> given()
+          .contentType("application/json").body(Map.of("units", 3))
+          .put("/stock/{sku}/fenced?holdMs=300", sku).statusCode());
+      Await.until(TIMEOUT, () -> redis.exists("inventory:" + sku), "the write holds its lock");
+      assertEquals(200, call.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS));
+      assertFalse(redis.exists("inventory:" + sku), "released before the answer was sent");
+    }
+    given().get("/stock/{sku}", sku).then().body("units", equalTo(3));
+  }
+
+  @Test
+  void writes_withABadHoldOrLevel_areRejected() {
+    given().contentType("application/json").body(Map.of("units", 1))
+        .put("/stock/{sku}/fenced?holdMs=-1", sku).then().statusCode(400);
+    given().contentType("application/json").body(Map.of("units", -1))
+        .put("/stock/{sku}/unfenced", sku).then().statusCode(400);
+  }
+
+  @Test
+  void namedFencedLock_andPlainLock_ofOneName_areInjected_andExcludeEachOther()
+      throws Exception {
+    long token = fencedProbe.lockAndGetToken();
+    try {
+      assertTrue(token > 0);
+      assertFalse(CompletableFuture.supplyAsync(plainProbe::tryLock)
+          .get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), "the plain handle is excluded");
+    } finally {
+      fencedProbe.unlock();
+    }
+    assertEquals("inventory:named-probe", plainProbe.getName());
+  }
+
+  @Test
   void restock_withoutPositiveUnits_isRejected() {
     given().post("/stock/{sku}/restock?units=0", sku).then().statusCode(400);
   }
@@ -164,6 +228,11 @@ class StockResourceTest {
   private Response setUnits(int units) {
     return given().contentType("application/json").body(Map.of("units", units))
         .put("/stock/{sku}", sku);
+  }
+
+  private Response setUnitsFenced(int units) {
+    return given().contentType("application/json").body(Map.of("units", units))
+        .put("/stock/{sku}/fenced", sku);
   }
 
   private Response reserve() {

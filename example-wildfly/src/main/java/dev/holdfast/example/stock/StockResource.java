@@ -14,17 +14,22 @@ import jakarta.ws.rs.Produces;
 import jakarta.ws.rs.QueryParam;
 import jakarta.ws.rs.core.MediaType;
 import jakarta.ws.rs.core.Response;
+import java.util.Arrays;
 import java.util.OptionalInt;
 import java.util.concurrent.TimeUnit;
 
 /**
- * {@code /stock/{sku}}: set and read a level, reserve one unit with and without the lock, and
- * restock inside a transaction.
+ * {@code /stock/{sku}}: set and read a level, reserve one unit with and without the lock,
+ * restock inside a transaction, and set the level under a fenced lock ({@code PUT …/fenced}: 200,
+ * or 409 if the store refused the write's fencing token) or the same lock without the token check
+ * ({@code PUT …/unfenced}).
  */
 @Path("/stock/{sku}")
 @RequestScoped
 @Produces(MediaType.APPLICATION_JSON)
 public class StockResource {
+  /** The longest {@code holdMs} a write accepts. */
+  static final long MAX_HOLD_MS = 10_000;
 
   @Inject
   Inventory inventory;
@@ -50,6 +55,52 @@ public class StockResource {
     }
     store.setUnits(sku, update.units());
     return Response.ok(new Level(sku, update.units())).build();
+  }
+
+  /**
+   * Sets the level under the SKU's fenced lock ({@link Inventory#setUnitsFenced}), waiting
+   * {@code holdMs} between acquiring the lock and writing: 200 if the store took the write, 409
+   * if it refused the token because a later holder of the lock has written since.
+   */
+  @PUT
+  @Path("/fenced")
+  @Consumes(MediaType.APPLICATION_JSON)
+  public Response setLevelFenced(@PathParam("sku") String sku, @QueryParam("holdMs") long holdMs,
+      NewLevel level) {
+    Response invalid = invalidWrite(level, holdMs);
+    if (invalid != null) {
+      return invalid;
+    }
+    try {
+      long token = inventory.setUnitsFenced(sku, level.units(), holdMs);
+      return Response.ok(new Write(sku, level.units(), true, token, false)).build();
+    } catch (Inventory.StaleTokenException e) {
+      return Response.status(Response.Status.CONFLICT)
+          .entity(new Write(sku, level.units(), false, e.token(), lostOnRelease(e))).build();
+    } catch (IllegalMonitorStateException e) {
+      // Thrown by the release after the method returned, so the store took the write (its token
+      // was still the newest); the lease had run out before the release.
+      return Response.ok(new Write(sku, level.units(), true, null, true)).build();
+    }
+  }
+
+  /** {@link #setLevelFenced} without the token check ({@link Inventory#setUnitsUnfenced}). */
+  @PUT
+  @Path("/unfenced")
+  @Consumes(MediaType.APPLICATION_JSON)
+  public Response setLevelUnfenced(@PathParam("sku") String sku,
+      @QueryParam("holdMs") long holdMs, NewLevel level) {
+    Response invalid = invalidWrite(level, holdMs);
+    if (invalid != null) {
+      return invalid;
+    }
+    boolean lockLost = false;
+    try {
+      inventory.setUnitsUnfenced(sku, level.units(), holdMs);
+    } catch (IllegalMonitorStateException e) {
+      lockLost = true; // the write happened, after the lease had run out
+    }
+    return Response.ok(new Write(sku, level.units(), true, null, lockLost)).build();
   }
 
   @POST
@@ -83,6 +134,22 @@ public class StockResource {
         restock.atCompletion().heldAfterCompletion())).build();
   }
 
+  /** Whether releasing the lock failed because it was lost, after the method threw {@code e}. */
+  private static boolean lostOnRelease(Exception e) {
+    return Arrays.stream(e.getSuppressed())
+        .anyMatch(IllegalMonitorStateException.class::isInstance);
+  }
+
+  private static Response invalidWrite(NewLevel level, long holdMs) {
+    if (level == null || level.units() == null || level.units() < 0) {
+      return error(Response.Status.BAD_REQUEST, "Expected {\"units\": <a number >= 0>}");
+    }
+    if (holdMs < 0 || holdMs > MAX_HOLD_MS) {
+      return error(Response.Status.BAD_REQUEST, "Expected ?holdMs=<0 to " + MAX_HOLD_MS + ">");
+    }
+    return null;
+  }
+
   private static Response error(Response.Status status, String message) {
     return Response.status(status).entity(new Error(message)).build();
   }
@@ -93,6 +160,18 @@ public class StockResource {
 
   /** A SKU's level. */
   public record Level(String sku, int units) {
+  }
+
+  /**
+   * The answer to a fenced or unfenced write.
+   *
+   * @param accepted whether the store took the write
+   * @param token    the write's fencing token; null (left out) for an unfenced write, and for a
+   *                 fenced one whose lock was lost before its release
+   * @param lockLost whether the lock's lease ran out before the lock was released: the write may
+   *                 have come after another holder's
+   */
+  public record Write(String sku, int units, boolean accepted, Long token, boolean lockLost) {
   }
 
   /** The body of a {@code PUT}. */

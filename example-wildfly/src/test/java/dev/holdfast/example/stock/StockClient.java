@@ -70,6 +70,30 @@ final class StockClient {
         });
   }
 
+  /**
+   * {@code PUT /stock/{sku}/fenced} (or {@code …/unfenced}) with {@code units}, waiting
+   * {@code holdMs} under the lock before writing; completes with the answer, or fails on a status
+   * other than 200 and 409.
+   */
+  CompletableFuture<Write> writeAsync(String sku, boolean fenced, int units, long holdMs) {
+    HttpRequest request = request("stock/" + sku + (fenced ? "/fenced" : "/unfenced")
+        + "?holdMs=" + holdMs)
+        .header("Content-Type", "application/json")
+        .PUT(HttpRequest.BodyPublishers.ofString("{\"units\":" + units + "}"))
+        .build();
+    return HTTP.sendAsync(request, HttpResponse.BodyHandlers.ofString()).thenApply(response -> {
+      if (response.statusCode() != 409) {
+        expectOk(response);
+      }
+      JsonObject json = json(response.body());
+      // JSON-B leaves a null token out.
+      Long token = json.containsKey("token") && !json.isNull("token")
+          ? json.getJsonNumber("token").longValue() : null;
+      return new Write(response.statusCode(), json.getBoolean("accepted"), token,
+          json.getBoolean("lockLost"));
+    });
+  }
+
   Reservation reserve(String sku, boolean locked) {
     return reserveAsync(sku, locked).join();
   }
@@ -105,5 +129,15 @@ final class StockClient {
 
   /** One reservation's answer. */
   record Reservation(boolean reserved, long waitedMs) {
+  }
+
+  /**
+   * The answer to a fenced or unfenced write.
+   *
+   * @param status   200 if the store took the write, 409 if it refused the token
+   * @param token    the write's fencing token, if the answer has one
+   * @param lockLost whether the lock's lease ran out before it was released
+   */
+  record Write(int status, boolean accepted, Long token, boolean lockLost) {
   }
 }

@@ -77,6 +77,20 @@ class StockEndpointIT {
   }
 
   @Test
+  void fencedWrites_areTakenWithGrowingTokens_badOnesAre400(TestInfo test) {
+    String sku = sku(test);
+    StockClient.Write first = server.writeAsync(sku, true, 5, 0).join();
+    StockClient.Write second = server.writeAsync(sku, true, 6, 0).join();
+    assertEquals(200, first.status());
+    assertTrue(first.accepted() && !first.lockLost(), first.toString());
+    assertTrue(second.token() > first.token(), first + " then " + second);
+    assertEquals(6, server.stock(sku));
+    assertEquals(400, server.put("stock/" + sku + "/fenced?holdMs=-1", "{\"units\":1}")
+        .statusCode());
+    assertEquals(400, server.put("stock/" + sku + "/unfenced", "{\"units\":-1}").statusCode());
+  }
+
+  @Test
   void reserve_untilSoldOut_thenReportsNotReserved(TestInfo test) {
     String sku = sku(test);
     server.setStock(sku, 2);

@@ -44,6 +44,9 @@ import org.wildfly.core.launcher.StandaloneCommandBuilder;
  * by then; a test JVM killed with SIGKILL cannot run it (leftovers are recognisable by their
  * {@code -Djboss.server.base.dir=…/wildfly-instances/…}).
  *
+ * <p>{@link #pause()} and {@link #resume()} freeze and thaw the server's JVM (SIGSTOP, SIGCONT),
+ * as a long GC pause or a suspended VM would.
+ *
  * <p>Thread-safe: {@link #close()} is synchronised and idempotent.
  */
 final class WildFlyServer implements AutoCloseable {
@@ -78,6 +81,7 @@ final class WildFlyServer implements AutoCloseable {
 
   private Process process;
   private boolean closed;
+  private boolean paused;
 
   private WildFlyServer(String name, Path baseDir, String warName, List<Integer> ports) {
     this.name = name;
@@ -132,9 +136,31 @@ final class WildFlyServer implements AutoCloseable {
     return name;
   }
 
+  /** {@return what the server has written to its console so far} */
+  String consoleLogText() {
+    return read(consoleLog);
+  }
+
+  /**
+   * Freezes the server's JVM with SIGSTOP: none of its threads runs, and its connections stay
+   * open, until {@link #resume()}.
+   */
+  synchronized void pause() {
+    signal("STOP");
+    paused = true;
+  }
+
+  /** Lets a {@linkplain #pause() paused} server run on (SIGCONT); harmless if it runs. */
+  synchronized void resume() {
+    if (process != null && process.isAlive()) {
+      signal("CONT");
+    }
+    paused = false;
+  }
+
   /**
    * Stops the server gracefully, or kills it after {@value #STOP_TIMEOUT_SECONDS} s, and
-   * releases its ports. Idempotent.
+   * releases its ports; a paused server is resumed first. Idempotent.
    */
   @Override
   public synchronized void close() {
@@ -144,6 +170,9 @@ final class WildFlyServer implements AutoCloseable {
     closed = true;
     try {
       if (process != null) {
+        if (paused) {
+          resume();
+        }
         stop(process);
       }
     } finally {
@@ -193,6 +222,26 @@ final class WildFlyServer implements AutoCloseable {
       throw new UncheckedIOException("Cannot launch " + this, e);
     }
     LIVE_PROCESSES.add(process);
+  }
+
+  private void signal(String name) {
+    if (process == null) {
+      throw new IllegalStateException(this + " was not launched");
+    }
+    String pid = Long.toString(process.pid());
+    try {
+      Process kill = new ProcessBuilder("kill", "-" + name, pid).redirectErrorStream(true).start();
+      if (!kill.waitFor(STOP_TIMEOUT_SECONDS, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+        kill.destroyForcibly();
+        throw new IllegalStateException("kill -" + name + " " + pid + " failed: "
+            + new String(kill.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("kill -" + name + " " + pid, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("Interrupted: kill -" + name + " " + pid, e);
+    }
   }
 
   private void awaitReady() {
