@@ -173,6 +173,27 @@ class SafetyLeaseRulesTest {
     assertEquals(0, lost.count(), lost.toString());
   }
 
+  // Contract 4: an unlock that leaves a watchdog section and a longer fixed section open sets the
+  // TTL to the larger of the two, not to the watchdog lease below the fixed deadline.
+  @Test
+  void innerUnlock_leavingWatchdogAndLongerFixedSections_keepsTheFixedDeadline() {
+    LockClient client = clients.create(config, LockClientConfig.WATCHDOG_TIMEOUT, "1s");
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock lock = client.getLock("layered");
+    lock.lock(5, SECONDS);
+    lock.lock();
+    lock.lock(200, MILLISECONDS);
+    lock.unlock(); // the watchdog section and the 5 s one remain
+    long pttl = redisState.pttl("layered");
+    assertTrue(pttl > 4_000, "the outer fixed section needs ~5 s; PTTL " + pttl);
+    lock.unlock(); // only the 5 s section remains: its own deadline
+    pttl = redisState.pttl("layered");
+    assertTrue(pttl > 3_500 && pttl <= 5_000, "PTTL " + pttl);
+    lock.unlock();
+    assertFalse(redisState.exists("layered"));
+    assertEquals(0, lost.count(), lost.toString());
+  }
+
   // Item 2: `lock(1, SECONDS); lock(); unlock();` does not turn the fixed lease into a renewed
   // one: the lock is free ~1 s after the outer lock(), and the outer section is lost.
   @Test
