@@ -19,8 +19,12 @@ import org.eclipse.microprofile.config.Config;
  * {@code @ObservesAsync LockLost}. The client publishes lock meters to the container's Micrometer
  * registry when there is one, unless {@code holdfast.metrics.enabled=false}.
  *
+ * <p>The client is created as the application starts (by {@link HoldfastExtension} or
+ * {@link HoldfastStartup}), which checks that Redis answers, unless
+ * {@code holdfast.redis.connect-at-startup=false}: then at its first use.
+ *
  * <p>An application replaces this client by producing its own {@code LockClient} as an enabled
- * {@code @Alternative}.
+ * {@code @Alternative}; that one too is created at startup unless the key says {@code false}.
  */
 @ApplicationScoped
 public class HoldfastProducer {

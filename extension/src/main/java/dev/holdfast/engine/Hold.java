@@ -175,11 +175,13 @@ final class Hold {
   }
 
   /**
-   * The lease, in ms, that the sections other than the newest need at {@code now}:
-   * {@link #WATCHDOG} if one of them is renewed by the watchdog, 0 if their leases are over.
+   * The lease, in ms, that the sections other than the newest need at {@code now}: the larger of
+   * the watchdog lease (if one of them is a watchdog section) and what the latest fixed deadline
+   * still has; 0 if their leases are over; {@link #WATCHDOG} if no other section is open.
    */
-  long leaseAfterNewest(long now) {
+  long leaseAfterNewest(long now, long watchdogMillis) {
     long latest = Long.MIN_VALUE;
+    boolean renewed = false;
     boolean first = true;
     for (Section s : sections) {
       if (first) {
@@ -187,15 +189,17 @@ final class Hold {
         continue;
       }
       if (s.watchdog()) {
-        return WATCHDOG;
+        renewed = true;
+      } else if (latest == Long.MIN_VALUE || s.deadline() - latest > 0) {
+        latest = s.deadline();
       }
-      latest = latest == Long.MIN_VALUE || s.deadline() - latest > 0 ? s.deadline() : latest;
     }
-    if (latest == Long.MIN_VALUE) {
+    if (latest == Long.MIN_VALUE && !renewed) {
       return WATCHDOG; // no section remains: the lease does not matter
     }
-    long left = latest - now;
-    return left <= 0 ? 0 : Math.max(1, TimeUnit.NANOSECONDS.toMillis(left));
+    long left = latest == Long.MIN_VALUE ? 0 : latest - now;
+    long fixedLeft = left <= 0 ? 0 : Math.max(1, TimeUnit.NANOSECONDS.toMillis(left));
+    return renewed ? Math.max(watchdogMillis, fixedLeft) : fixedLeft;
   }
 
   /** The lease of the newest fixed-lease section, for messages; 0 if none. */

@@ -550,7 +550,7 @@ final class RedisLock implements FencedLock {
     boolean resend = pending != null && pending.expected() == expected;
     String requestId = resend ? pending.requestId() : engine.nextRequestId();
     long lease = resend ? pending.leaseMillis() : expected == 1 ? WATCHDOG
-        : hold.leaseAfterNewest(now);
+        : hold.leaseAfterNewest(now, engine.watchdogMillis());
     long ttl = lease == WATCHDOG ? engine.watchdogMillis() : lease;
     long sentAt = resend ? pending.sentAt() : now;
     long left;

@@ -2,16 +2,19 @@ package dev.holdfast.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
+import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.ExclusionProbe;
 import dev.holdfast.testing.RedisExtension;
 import dev.holdfast.testing.RedisServer;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -68,6 +71,19 @@ class ClusterLockTest {
     Set<String> servers = new HashSet<>();
     redis.clusterSetup().servers().forEach(s -> servers.add(s.hostAndPort().toString()));
     assertTrue(nodes.stream().allMatch(n -> servers.contains(n.node())), () -> "" + nodes);
+  }
+
+  @Test
+  void create_clusterRefusesTheCredentials_failsAtOnce_namingSeedsAndCause() {
+    Map<String, String> wrong = new HashMap<>(config);
+    wrong.put("holdfast.redis.username", "nobody");
+    wrong.put("holdfast.redis.password", "not-the-password");
+    LockException e = assertThrows(LockException.class, () -> clients.create(wrong));
+    String message = e.getMessage();
+    assertTrue(message.startsWith("Cannot connect to Redis (cluster via ["), message);
+    assertTrue(message.contains("authentication failed (WRONGPASS"), message);
+    assertTrue(message.contains("Check holdfast.redis.nodes"), message);
+    assertFalse(message.contains("not-the-password"), message);
   }
 
   @Test

@@ -158,7 +158,8 @@ class LockMetricsTest {
   void redisErrors_areCountedByOperation() {
     try (LockClient unreachable = clients.create(LockClientConfig.builder()
         .address("redis://127.0.0.1:" + dev.holdfast.testing.LoopbackPorts.reserve())
-        .timeout(Duration.ofMillis(200)).meterRegistry(registry).build())) {
+        .timeout(Duration.ofMillis(200)).connectAtStartup(false).meterRegistry(registry)
+        .build())) {
       assertThrows(LockException.class, () -> unreachable.getLock("x").tryLock());
     }
     assertEquals(1, registry.get("holdfast.redis.errors").tag("operation", "acquire")

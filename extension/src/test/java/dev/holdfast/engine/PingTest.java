@@ -47,7 +47,8 @@ class PingTest {
   void ping_refusedCredentials_areDownWithoutTheSecret() {
     try (RedisServer redis = RedisServer.start()) {
       LockClient client = clients.create(Map.of("holdfast.redis.address",
-          "redis://app:s3cret@" + redis.host() + ":" + redis.port()));
+          "redis://app:s3cret@" + redis.host() + ":" + redis.port(),
+          "holdfast.redis.connect-at-startup", "false"));
       NodeStatus down = Clients.engine(client).ping().get(0);
       assertFalse(down.up());
       assertEquals(redis.hostAndPort().toString(), down.node());

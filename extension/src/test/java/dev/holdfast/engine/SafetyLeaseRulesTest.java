@@ -151,6 +151,49 @@ class SafetyLeaseRulesTest {
     assertEquals(0, lost.count(), lost.toString());
   }
 
+  // LockModelTest seed -5863772910925733781: lock(2058ms); lock(); lock(2556ms). A renewal set
+  // the key's TTL to the watchdog lease, below what the fixed re-entry had been granted, while the
+  // holder kept believing the longer lease: another client acquired before the holder stopped
+  // believing. A renewal extends; it never shortens.
+  @Test
+  void renewal_neverShortensTheLeaseOfAnOpenFixedSection() throws Exception {
+    LockClient client = clients.create(config, LockClientConfig.WATCHDOG_TIMEOUT, "600ms");
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock lock = client.getLock("renewed");
+    lock.lock();
+    lock.lock(5, SECONDS);
+    Thread.sleep(900); // the watchdog renews every 200 ms
+    long pttl = redisState.pttl("renewed");
+    assertTrue(pttl > 3_500, "the fixed section needs ~4.1 s more; PTTL " + pttl);
+    assertTrue(lock.isHeldByCurrentThread());
+    assertFalse(clients.create(config).getLock("renewed").tryLock(), "held, as its holder believes");
+    lock.unlock();
+    lock.unlock();
+    assertFalse(redisState.exists("renewed"));
+    assertEquals(0, lost.count(), lost.toString());
+  }
+
+  // Contract 4: an unlock that leaves a watchdog section and a longer fixed section open sets the
+  // TTL to the larger of the two, not to the watchdog lease below the fixed deadline.
+  @Test
+  void innerUnlock_leavingWatchdogAndLongerFixedSections_keepsTheFixedDeadline() {
+    LockClient client = clients.create(config, LockClientConfig.WATCHDOG_TIMEOUT, "1s");
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock lock = client.getLock("layered");
+    lock.lock(5, SECONDS);
+    lock.lock();
+    lock.lock(200, MILLISECONDS);
+    lock.unlock(); // the watchdog section and the 5 s one remain
+    long pttl = redisState.pttl("layered");
+    assertTrue(pttl > 4_000, "the outer fixed section needs ~5 s; PTTL " + pttl);
+    lock.unlock(); // only the 5 s section remains: its own deadline
+    pttl = redisState.pttl("layered");
+    assertTrue(pttl > 3_500 && pttl <= 5_000, "PTTL " + pttl);
+    lock.unlock();
+    assertFalse(redisState.exists("layered"));
+    assertEquals(0, lost.count(), lost.toString());
+  }
+
   // Item 2: `lock(1, SECONDS); lock(); unlock();` does not turn the fixed lease into a renewed
   // one: the lock is free ~1 s after the outer lock(), and the outer section is lost.
   @Test
