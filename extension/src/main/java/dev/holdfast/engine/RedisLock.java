@@ -302,7 +302,10 @@ final class RedisLock implements FencedLock {
         hold = settlePendingRelease(hold);
       }
       int expected = hold == null ? 0 : hold.count();
-      boolean resend = requestId != null && uncertain && requestExpected == expected;
+      if (uncertain && requestExpected != expected) {
+        settle(); // never drop an unanswered request: it could still apply
+      }
+      boolean resend = uncertain;
       if (!resend) {
         requestId = engine.nextRequestId();
         requestExpected = expected;
