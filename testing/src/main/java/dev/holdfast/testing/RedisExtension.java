@@ -1,9 +1,5 @@
 package dev.holdfast.testing;
 
-import java.lang.reflect.ParameterizedType;
-import java.lang.reflect.Type;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -112,11 +108,7 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
         replicas);
   }
 
-  /**
-   * This extension on {@code backend} instead of {@link RedisBackend#selected()}.
-   *
-   * @return a new extension; this one is unchanged
-   */
+  /** A copy of this extension on {@code backend} instead of {@link RedisBackend#selected()}. */
   public RedisExtension withBackend(RedisBackend backend) {
     if (backend == null) {
       throw new IllegalArgumentException("Invalid backend: null");
@@ -126,12 +118,8 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
   }
 
   /**
-   * This extension, started once per test run (JUnit's root context) instead of once per class,
-   * shared with every class registering an equal extension; use it on a {@code static} field and
-   * clean data with {@link #flushAll()}. Faults a test injects (kill, pause, failover) are then
-   * seen by later classes: undo them.
-   *
-   * @return a new extension; this one is unchanged
+   * A copy of this extension started once per test run and shared by equal extensions (see the
+   * class comment); faults a test injects are seen by later classes: undo them.
    */
   public RedisExtension sharedBySuite() {
     return new RedisExtension(topology, serverArgs, masterName, masters, replicasPerMaster,
@@ -235,7 +223,7 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
    */
   public synchronized RedisServer server() {
     if (topology == Topology.REPLICATED) {
-      return started(Topology.REPLICATED, Replicated.class).master();
+      return started(Topology.REPLICATED, RedisReplicaSet.class).master();
     }
     return started(Topology.STANDALONE, RedisServer.class);
   }
@@ -246,72 +234,10 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
    * @throws IllegalStateException if this is another topology or it is not started
    */
   public synchronized List<RedisServer> replicas() {
-    return started(Topology.REPLICATED, Replicated.class).replicas();
+    return started(Topology.REPLICATED, RedisReplicaSet.class).replicas();
   }
 
-  /**
-   * Holdfast configuration for this topology: {@code holdfast.redis.address} (standalone and
-   * replicated: the master), or {@code holdfast.redis.mode} with {@code holdfast.redis.nodes}
-   * (and {@code holdfast.redis.sentinel.master}) for Sentinel and Cluster. Plain strings, so
-   * that it can be passed to {@code LockClient.create(Map)} or returned from a Quarkus test
-   * resource.
-   *
-   * @throws IllegalStateException if not started
-   */
-  public synchronized Map<String, String> config() {
-    if (setup == null) {
-      throw notStarted();
-    }
-    Map<String, String> config = new LinkedHashMap<>();
-    switch (topology) {
-      case STANDALONE, REPLICATED -> config.put("holdfast.redis.address", server().uri());
-      case SENTINEL -> {
-        config.put("holdfast.redis.mode", "sentinel");
-        config.put("holdfast.redis.nodes", sentinelSetup().sentinelNodes());
-        config.put("holdfast.redis.sentinel.master", sentinelSetup().masterName());
-      }
-      case CLUSTER -> {
-        config.put("holdfast.redis.mode", "cluster");
-        config.put("holdfast.redis.nodes", clusterSetup().seedNodes());
-      }
-    }
-    return Map.copyOf(config);
-  }
 
-  @Override
-  public boolean supportsParameter(ParameterContext parameterContext,
-      ExtensionContext extensionContext) {
-    Class<?> type = parameterContext.getParameter().getType();
-    return type == RedisExtension.class
-        || type == RedisServer.class
-            && (topology == Topology.STANDALONE || topology == Topology.REPLICATED)
-        || type == RedisSentinelSetup.class && topology == Topology.SENTINEL
-        || type == RedisClusterSetup.class && topology == Topology.CLUSTER
-        || isStringMap(parameterContext.getParameter().getParameterizedType());
-  }
-
-  @Override
-  public Object resolveParameter(ParameterContext parameterContext,
-      ExtensionContext extensionContext) {
-    Class<?> type = parameterContext.getParameter().getType();
-    if (type == RedisExtension.class) {
-      return this;
-    } else if (type == RedisServer.class) {
-      return server();
-    } else if (type == RedisSentinelSetup.class) {
-      return sentinelSetup();
-    } else if (type == RedisClusterSetup.class) {
-      return clusterSetup();
-    }
-    return config();
-  }
-
-  private static boolean isStringMap(Type type) {
-    return type instanceof ParameterizedType parameterized
-        && parameterized.getRawType() == Map.class
-        && parameterized.getActualTypeArguments()[0] == String.class
-        && parameterized.getActualTypeArguments()[1] == String.class;
-  }
 
   /**
    * The setup of {@link #sentinel}.
@@ -329,6 +255,32 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
    */
   public synchronized RedisClusterSetup clusterSetup() {
     return started(Topology.CLUSTER, RedisClusterSetup.class);
+  }
+
+  /**
+   * Holdfast configuration for this topology: {@code holdfast.redis.address} (standalone and
+   * replicated: the master), or {@code holdfast.redis.mode} with {@code holdfast.redis.nodes}
+   * (and {@code holdfast.redis.sentinel.master}) for Sentinel and Cluster. Plain strings, so
+   * that it can be passed to {@code LockClient.create(Map)} or returned from a Quarkus test
+   * resource.
+   *
+   * @throws IllegalStateException if not started
+   */
+  public synchronized Map<String, String> config() {
+    if (setup == null) {
+      throw notStarted();
+    }
+    return RedisParameters.config(this, name(topology));
+  }
+
+  @Override
+  public boolean supportsParameter(ParameterContext parameter, ExtensionContext context) {
+    return RedisParameters.supports(parameter.getParameter(), name(topology));
+  }
+
+  @Override
+  public Object resolveParameter(ParameterContext parameter, ExtensionContext context) {
+    return RedisParameters.resolve(parameter.getParameter(), this);
   }
 
   /**
@@ -359,7 +311,7 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
     RedisBackend on = backend();
     return switch (topology) {
       case STANDALONE -> RedisServer.start(on, serverArgs.toArray(String[]::new));
-      case REPLICATED -> Replicated.start(on, serverArgs, replicasPerMaster);
+      case REPLICATED -> RedisReplicaSet.start(on, serverArgs, replicasPerMaster);
       case SENTINEL -> RedisSentinelSetup.start(on, masterName);
       case CLUSTER -> RedisClusterSetup.start(on, masters, replicasPerMaster);
     };
@@ -367,12 +319,10 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
 
   /** Starts the topology outside JUnit (for {@link QuarkusRedisTestResource}). */
   synchronized void startDetached() {
-    if (setup == null) {
-      setup = startSetup();
-    }
+    setup = setup == null ? startSetup() : setup;
   }
 
-  /** Closes what {@link #startDetached()} started. Idempotent. */
+  /** Closes what {@link #startDetached()} started; idempotent. */
   synchronized void closeDetached() throws Exception {
     closeSetup();
   }
@@ -382,32 +332,7 @@ public final class RedisExtension implements BeforeAllCallback, AfterAllCallback
         + replicasPerMaster + " " + backend();
   }
 
-  /** A master and its replicas. */
-  private record Replicated(RedisServer master, List<RedisServer> replicas)
-      implements AutoCloseable {
 
-    static Replicated start(RedisBackend backend, List<String> args, int count) {
-      RedisServer master = RedisServer.start(backend, args.toArray(String[]::new));
-      List<RedisServer> replicas = new ArrayList<>();
-      try {
-        for (int i = 0; i < count; i++) {
-          replicas.add(master.startReplica());
-        }
-        return new Replicated(master, List.copyOf(replicas));
-      } catch (RuntimeException | Error e) {
-        replicas.add(master);
-        RedisServer.closeAll(replicas);
-        throw e;
-      }
-    }
-
-    @Override
-    public void close() {
-      List<RedisServer> all = new ArrayList<>(replicas);
-      all.add(master);
-      RedisServer.closeAll(all);
-    }
-  }
 
   private void closeSetup() throws Exception {
     AutoCloseable closing = setup;
