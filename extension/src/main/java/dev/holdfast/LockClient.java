@@ -43,19 +43,26 @@ public final class LockClient implements AutoCloseable {
    * @param properties {@code holdfast.*} keys and their values
    * @return a new client; close it when done
    * @throws IllegalArgumentException naming the key when a value is invalid or a key is unknown
-   * @throws LockException if a cluster or sentinel deployment cannot be discovered
+   * @throws LockException if Redis cannot be reached, as {@link #create(LockClientConfig)} says
    */
   public static LockClient create(Map<String, String> properties) {
     return create(LockClientConfig.fromProperties(properties));
   }
 
   /**
-   * Creates a client from a typed configuration.
+   * Creates a client from a typed configuration. By default this connects and checks that Redis
+   * answers, so that a wrong address or password is found now rather than at the first lock call;
+   * {@link LockClientConfig.Builder#connectAtStartup(boolean)} turns the check off.
    *
    * @param config the configuration, from {@link LockClientConfig#builder()} or
    *     {@link LockClientConfig#fromProperties(Map)}
    * @return a new client; close it when done
-   * @throws LockException if a cluster or sentinel deployment cannot be discovered
+   * @throws LockException naming the mode, the address (never a password) and the cause
+   *     (connection refused, authentication failed, no answer within the timeout) if a cluster
+   *     or sentinel deployment cannot be discovered or, with
+   *     {@link LockClientConfig#connectAtStartup()} (the default), if the server, the master or a
+   *     cluster primary does not answer {@code PING} within the configured timeout; nothing is
+   *     left open then
    */
   public static LockClient create(LockClientConfig config) {
     return new LockClient(LockEngine.start(Objects.requireNonNull(config, "config")));

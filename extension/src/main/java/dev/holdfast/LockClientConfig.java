@@ -42,6 +42,14 @@ import javax.net.ssl.SSLSocketFactory;
  *       the watchdog, renewed every third of it</td></tr>
  *   <tr><td>{@code holdfast.key-prefix}</td><td>empty</td><td>prepended to every lock
  *       key</td></tr>
+ *   <tr><td>{@code holdfast.redis.sync-replicas}</td><td>{@code auto}</td><td>replica
+ *       acknowledgements every lock-state change waits for: {@code auto}, {@code none} or a
+ *       number</td></tr>
+ *   <tr><td>{@code holdfast.redis.sync-timeout}</td><td>{@code 1s}</td><td>how long it waits
+ *       for them</td></tr>
+ *   <tr><td>{@code holdfast.redis.connect-at-startup}</td><td>{@code true}</td><td>whether
+ *       {@link LockClient#create(LockClientConfig)} checks that Redis answers (and fails if
+ *       not)</td></tr>
  * </table>
  *
  * <p>Durations are written {@code 500ms}, {@code 30s}, {@code 5m}, {@code 1h} or in ISO-8601
@@ -90,6 +98,11 @@ public final class LockClientConfig {
   public static final String SYNC_REPLICAS = "holdfast.redis.sync-replicas";
   /** {@value}: how long a lock-state change waits for replica acknowledgements, a duration. */
   public static final String SYNC_TIMEOUT = "holdfast.redis.sync-timeout";
+  /**
+   * {@value}: {@code true} (the default) or {@code false}; whether creating a client checks that
+   * Redis answers. See {@link Builder#connectAtStartup(boolean)}.
+   */
+  public static final String CONNECT_AT_STARTUP = "holdfast.redis.connect-at-startup";
 
   /** The {@link #syncReplicas()} value meaning {@code auto}. */
   public static final int SYNC_REPLICAS_AUTO = -1;
@@ -102,7 +115,7 @@ public final class LockClientConfig {
    */
   public static final List<String> KEYS = List.of(MODE, ADDRESS, NODES, SENTINEL_MASTER, USERNAME,
       PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX, SYNC_REPLICAS,
-      SYNC_TIMEOUT);
+      SYNC_TIMEOUT, CONNECT_AT_STARTUP);
 
   static final String DEFAULT_ADDRESS = "redis://localhost:6379";
 
@@ -119,6 +132,7 @@ public final class LockClientConfig {
   private final String keyPrefix;
   private final int syncReplicas;
   private final Duration syncTimeout;
+  private final boolean connectAtStartup;
   private final SSLSocketFactory sslSocketFactory;
 
   private LockClientConfig(Builder b) {
@@ -135,6 +149,7 @@ public final class LockClientConfig {
     this.keyPrefix = b.keyPrefix;
     this.syncReplicas = b.syncReplicas;
     this.syncTimeout = b.syncTimeout;
+    this.connectAtStartup = b.connectAtStartup;
     this.sslSocketFactory = b.sslSocketFactory;
   }
 
@@ -242,6 +257,13 @@ public final class LockClientConfig {
     return syncTimeout;
   }
 
+  /**
+   * {@return whether creating a client checks that Redis answers ({@value #CONNECT_AT_STARTUP})}
+   */
+  public boolean connectAtStartup() {
+    return connectAtStartup;
+  }
+
   /** {@return whether connections use TLS ({@code rediss://} addresses)} */
   public boolean tls() {
     return mode == Mode.STANDALONE
@@ -266,7 +288,7 @@ public final class LockClientConfig {
         + ", watchdogTimeout=" + watchdogTimeout + ", keyPrefix='" + keyPrefix + "'"
         + ", syncReplicas=" + (syncReplicas == SYNC_REPLICAS_AUTO ? "auto"
             : syncReplicas == SYNC_REPLICAS_NONE ? "none" : Integer.toString(syncReplicas))
-        + ", syncTimeout=" + syncTimeout + "}";
+        + ", syncTimeout=" + syncTimeout + ", connectAtStartup=" + connectAtStartup + "}";
   }
 
   /**
@@ -287,6 +309,7 @@ public final class LockClientConfig {
     private String keyPrefix = "";
     private int syncReplicas = SYNC_REPLICAS_AUTO;
     private Duration syncTimeout = Duration.ofSeconds(1);
+    private boolean connectAtStartup = true;
     private SSLSocketFactory sslSocketFactory;
 
     private Builder() {
@@ -484,6 +507,31 @@ public final class LockClientConfig {
     public Builder syncTimeout(Duration timeout) {
       ConfigValues.positive(SYNC_TIMEOUT, timeout);
       this.syncTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Sets whether {@link LockClient#create(LockClientConfig)} checks that Redis answers
+     * ({@value #CONNECT_AT_STARTUP}); the default is {@code true}.
+     * <ul>
+     *   <li>{@code true}: creating the client connects, authenticates and sends {@code PING}
+     *       within {@link #timeout(Duration)} — to the standalone server, to the master the
+     *       sentinels name, or to a cluster primary — and fails with a {@link LockException}
+     *       naming the address and the cause (refused, authentication, timeout) if it cannot. In
+     *       CDI this fails the deployment or the application's start.</li>
+     *   <li>{@code false}: for applications that must start while Redis is down. A standalone
+     *       client is created without any I/O; its first lock call meets the outage as any later
+     *       call would (a waiting call rides it out, {@code tryLock()} fails fast). Sentinel and
+     *       cluster clients still need a sentinel that knows the master, or a cluster seed,
+     *       to discover the topology when they are created; only the check of the master is
+     *       skipped.</li>
+     * </ul>
+     *
+     * @param connect whether to check the connection when the client is created
+     * @return this builder
+     */
+    public Builder connectAtStartup(boolean connect) {
+      this.connectAtStartup = connect;
       return this;
     }
 

@@ -196,7 +196,8 @@ class LockClientConfigTest {
   @Test
   void lockClientCreate_followsTheSameRules() {
     try (LogCapture log = LogCapture.of(LockClientConfig.class.getName());
-        LockClient client = LockClient.create(Map.of("holdfast.version", "1.0"))) {
+        LockClient client = LockClient.create(Map.of("holdfast.version", "1.0",
+            "holdfast.redis.connect-at-startup", "false"))) { // no Redis here
       assertTrue(log.messages(Level.WARNING).get(0).contains("'holdfast.version'"));
     }
     assertThrows(IllegalArgumentException.class,

@@ -1,6 +1,8 @@
 package dev.holdfast.cdi;
 
+import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
+import dev.holdfast.LockException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -11,6 +13,7 @@ import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import jakarta.enterprise.inject.Instance;
+import jakarta.enterprise.inject.spi.DeploymentException;
 import org.eclipse.microprofile.config.Config;
 import org.eclipse.microprofile.config.ConfigProvider;
 
@@ -110,6 +113,31 @@ final class HoldfastConfig {
       }
     }
     return problems;
+  }
+
+  /**
+   * Creates the application's {@link LockClient} bean now, when
+   * {@value LockClientConfig#CONNECT_AT_STARTUP} is true (the default), so that an unreachable
+   * Redis or a wrong password stops the start instead of surfacing at the first locked call. Call
+   * it only once the configuration is known to be valid.
+   *
+   * @throws DeploymentException with the client's message: the mode, the address (never a
+   *     password), the cause and the keys to check
+   */
+  static void connectAtStartup(Config config, Instance<LockClient> client) {
+    if (!LockClientConfig.fromProperties(clientProperties(config)).connectAtStartup()) {
+      return;
+    }
+    try {
+      client.get().getClientId(); // a @Singleton: this creates it
+    } catch (RuntimeException e) {
+      for (Throwable t = e; t != null; t = t.getCause()) {
+        if (t instanceof LockException lockException) {
+          throw new DeploymentException(lockException.getMessage(), lockException);
+        }
+      }
+      throw e;
+    }
   }
 
   /** One message for a start that fails with {@code problems} (each names Holdfast already). */

@@ -27,6 +27,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import org.eclipse.microprofile.config.Config;
 import org.eclipse.microprofile.config.ConfigProvider;
 
 /**
@@ -39,7 +40,9 @@ import org.eclipse.microprofile.config.ConfigProvider;
  *       ({@code ProcessManagedBean}), then prepares all of them with the configuration's
  *       overrides and checks the rest of the configuration ({@code AfterDeploymentValidation}):
  *       mistakes fail the deployment. The prepared {@link LockedOperations} are the ones the
- *       interceptor uses.</li>
+ *       interceptor uses. Then the {@link LockClient} is created, which checks that Redis
+ *       answers: an unreachable Redis fails the deployment too, unless
+ *       {@code holdfast.redis.connect-at-startup=false}.</li>
  *   <li>Adds a {@code @Dependent} bean per name used at a {@code @Named DistributedLock} or
  *       {@code @Named Lock} injection point, and one per name used at a
  *       {@code @Named FencedLock} injection point (see {@link NamedLocks}).</li>
@@ -130,10 +133,18 @@ public class HoldfastExtension implements Extension {
     }
   }
 
-  void prepareOperations(@Observes AfterDeploymentValidation adv) {
+  void prepareOperations(@Observes AfterDeploymentValidation adv, BeanManager beans) {
     List<String> problems = new ArrayList<>();
-    operations = LockedOperations.prepare(lockedBeanClasses, ConfigProvider.getConfig(), problems);
+    Config config = ConfigProvider.getConfig();
+    operations = LockedOperations.prepare(lockedBeanClasses, config, problems);
     problems.forEach(p -> adv.addDeploymentProblem(new DeploymentException(p)));
+    if (problems.isEmpty()) {
+      try {
+        HoldfastConfig.connectAtStartup(config, beans.createInstance().select(LockClient.class));
+      } catch (DeploymentException e) {
+        adv.addDeploymentProblem(e);
+      }
+    }
   }
 
   /** The operations prepared at deployment ({@code null} before), for tests. */

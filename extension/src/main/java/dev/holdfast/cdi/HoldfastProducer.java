@@ -16,8 +16,12 @@ import org.eclipse.microprofile.config.Config;
  * with {@code @Observes LockLost} (on the client's event thread, never the renewal path) or
  * {@code @ObservesAsync LockLost}.
  *
+ * <p>The client is created as the application starts (by {@link HoldfastExtension} or
+ * {@link HoldfastStartup}), which checks that Redis answers, unless
+ * {@code holdfast.redis.connect-at-startup=false}: then at its first use.
+ *
  * <p>An application replaces this client by producing its own {@code LockClient} as an enabled
- * {@code @Alternative}.
+ * {@code @Alternative}; that one too is created at startup unless the key says {@code false}.
  */
 @ApplicationScoped
 public class HoldfastProducer {

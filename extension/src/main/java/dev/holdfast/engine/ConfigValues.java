@@ -78,6 +78,10 @@ public final class ConfigValues {
     if (syncTimeout != null) {
       builder.syncTimeout(duration(LockClientConfig.SYNC_TIMEOUT, syncTimeout));
     }
+    String connect = value(properties, LockClientConfig.CONNECT_AT_STARTUP);
+    if (connect != null) {
+      builder.connectAtStartup(bool(LockClientConfig.CONNECT_AT_STARTUP, connect));
+    }
     // A prefix is taken verbatim: "app: " is a legal, if odd, prefix.
     String prefix = properties.get(LockClientConfig.KEY_PREFIX);
     if (prefix != null) {
@@ -231,6 +235,16 @@ public final class ConfigValues {
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException(key + "='" + value + "' is not a whole number");
     }
+  }
+
+  private static boolean bool(String key, String value) {
+    if (value.equalsIgnoreCase("true")) {
+      return true;
+    }
+    if (value.equalsIgnoreCase("false")) {
+      return false;
+    }
+    throw new IllegalArgumentException(key + "='" + value + "' must be true or false");
   }
 
   private static int syncReplicas(String text) {

@@ -103,7 +103,7 @@ public final class LockEngine implements AutoCloseable {
    * Connects to Redis as {@code config} says.
    *
    * @throws dev.holdfast.LockException if the topology cannot be discovered (e.g. no cluster seed
-   *     or sentinel answers)
+   *     or sentinel answers), or, with {@code connectAtStartup}, Redis does not answer PING
    */
   public static LockEngine start(LockClientConfig config) {
     Objects.requireNonNull(config, "config");

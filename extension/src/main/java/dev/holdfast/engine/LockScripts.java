@@ -241,20 +241,26 @@ final class LockScripts {
       """);
 
   /**
-   * Renew a batch of watchdog holds (all keys in one slot in cluster mode).
+   * Renew a batch of watchdog holds (all keys in one slot in cluster mode). A renewal extends the
+   * TTL to the lease and never shortens it: an open fixed-lease section of the same hold may have
+   * been granted a longer TTL, which its holder goes on believing (contract 4).
    *
    * <pre>
    * KEYS[i]   lock key of hold i
    * ARGV[1]   lease in ms
    * ARGV[i+1] hash field of hold i
-   * returns a list with, for each hold, 1 if it was renewed or 0 if it is no longer held
+   * returns a list with, for each hold, 1 if it was renewed (its TTL is now at least the lease)
+   *   or 0 if it is no longer held
    * </pre>
    */
   static final LockScript RENEW = new LockScript("renew", """
       local renewed = {}
+      local lease = tonumber(ARGV[1])
       for i = 1, #KEYS do
         if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
-          redis.call('pexpire', KEYS[i], ARGV[1])
+          if redis.call('pttl', KEYS[i]) < lease then
+            redis.call('pexpire', KEYS[i], lease)
+          end
           renewed[i] = 1
         else
           renewed[i] = 0

@@ -2,7 +2,10 @@ package dev.holdfast.engine;
 
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
+import java.net.ConnectException;
+import java.net.SocketTimeoutException;
 import java.net.URI;
+import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,6 +32,7 @@ import redis.clients.jedis.RedisProtocol;
 import redis.clients.jedis.RedisSentinelClient;
 import redis.clients.jedis.Response;
 import redis.clients.jedis.UnifiedJedis;
+import redis.clients.jedis.exceptions.JedisAccessControlException;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.exceptions.JedisNoScriptException;
@@ -75,6 +79,16 @@ abstract class RedisTopology implements AutoCloseable {
         .protocol(RedisProtocol.RESP2).build();
   }
 
+  /**
+   * Builds the topology. Sentinel and cluster modes discover the master or the slots here, which
+   * needs a sentinel or seed that answers. With {@link LockClientConfig#connectAtStartup()},
+   * the node that takes the commands (standalone server, master, a cluster primary) must then
+   * answer {@code PING} on a new, authenticated connection; otherwise standalone mode does no
+   * I/O here.
+   *
+   * @throws LockException naming the mode, the address (password redacted) and the cause; every
+   *     resource taken so far is released
+   */
   static RedisTopology connect(LockClientConfig config, String clientName) {
     JedisClientConfig data = clientConfig(config, clientName, true);
     JedisClientConfig sentinels = clientConfig(config, clientName, false);
@@ -84,15 +98,99 @@ abstract class RedisTopology implements AutoCloseable {
     pool.setMinIdle(0);
     pool.setBlockWhenExhausted(true);
     pool.setMaxWait(config.timeout());
+    RedisTopology topology;
     try {
-      return switch (config.mode()) {
+      topology = switch (config.mode()) {
         case STANDALONE -> new Standalone(config, data, pool);
         case SENTINEL -> new Sentinel(config, data, sentinels, pool);
         case CLUSTER -> new Cluster(config, data, pool);
       };
     } catch (JedisException e) {
-      throw new LockException("Cannot connect to Redis (" + describe(config) + "): "
-          + e.getMessage(), e);
+      throw cannotConnect(config, e, false);
+    }
+    if (config.connectAtStartup()) {
+      try {
+        ping(topology.primary(), data);
+      } catch (JedisException e) {
+        topology.close();
+        throw cannotConnect(config, e, config.mode() != LockClientConfig.Mode.CLUSTER);
+      } catch (RuntimeException | Error e) {
+        topology.close();
+        throw e;
+      }
+    }
+    return topology;
+  }
+
+  /** Connects to {@code node} as the command connections do (auth, database) and sends PING. */
+  private static void ping(HostAndPort node, JedisClientConfig config) {
+    try (Connection c = new Connection(node, config)) {
+      c.executeCommand(new CommandArguments(Protocol.Command.PING));
+    }
+  }
+
+  /**
+   * The failure to reach Redis at start, naming the deployment, the cause, and the keys to check.
+   *
+   * @param optOutHelps whether {@code connect-at-startup=false} would have let the client start
+   */
+  static LockException cannotConnect(LockClientConfig config, JedisException e,
+      boolean optOutHelps) {
+    String keys = switch (config.mode()) {
+      case STANDALONE -> LockClientConfig.ADDRESS;
+      case SENTINEL -> LockClientConfig.NODES + " and " + LockClientConfig.SENTINEL_MASTER;
+      case CLUSTER -> LockClientConfig.NODES;
+    };
+    return new LockException("Cannot connect to Redis (" + describe(config) + "): "
+        + cause(config, e) + ". Check " + keys
+        + (optOutHelps ? ", or set " + LockClientConfig.CONNECT_AT_STARTUP
+            + "=false to create the client while Redis is down" : ""), e);
+  }
+
+  /** What went wrong, in words, from Jedis' exception and its causes. */
+  private static String cause(LockClientConfig config, JedisException e) {
+    List<Throwable> chain = new ArrayList<>();
+    collect(e, chain);
+    for (Throwable t : chain) {
+      String message = String.valueOf(t.getMessage());
+      if (message.startsWith("NOAUTH")) {
+        return "the server requires a password (" + message.trim() + "); set "
+            + LockClientConfig.PASSWORD + " or put it in the address";
+      }
+      if (message.startsWith("WRONGPASS") || t instanceof JedisAccessControlException) {
+        return "authentication failed (" + message.trim() + "); check "
+            + LockClientConfig.USERNAME + " and " + LockClientConfig.PASSWORD
+            + " or the user and password in the address";
+      }
+    }
+    for (Throwable t : chain) {
+      if (t instanceof SocketTimeoutException) {
+        return "no answer within " + LockClientConfig.TIMEOUT + "=" + config.timeout().toMillis()
+            + "ms (" + t.getMessage() + ")";
+      }
+      if (t instanceof ConnectException) {
+        return "connection refused (" + t.getMessage() + ")";
+      }
+      if (t instanceof UnknownHostException) {
+        return "unknown host (" + t.getMessage() + ")";
+      }
+    }
+    StringBuilder text = new StringBuilder(String.valueOf(e.getMessage()));
+    for (Throwable t = e.getCause(); t != null && t != t.getCause(); t = t.getCause()) {
+      text.append(": ").append(t.getMessage());
+    }
+    return text.toString();
+  }
+
+  /** {@code t}, its causes and their suppressed exceptions (Jedis tries every seed/address). */
+  private static void collect(Throwable t, List<Throwable> into) {
+    if (t == null || into.contains(t) || into.size() > 32) {
+      return;
+    }
+    into.add(t);
+    collect(t.getCause(), into);
+    for (Throwable s : t.getSuppressed()) {
+      collect(s, into);
     }
   }
 
@@ -111,6 +209,10 @@ abstract class RedisTopology implements AutoCloseable {
         .ssl(config.tls());
     config.sslSocketFactory().ifPresent(b::sslSocketFactory);
     if (forData) {
+      // Said, not negotiated: Jedis' clients otherwise open a connection when they are built
+      // just to learn it (and ignore its failure), which doubles the time a start takes to
+      // report a silent server. Every Redis Holdfast supports (6.2+) speaks RESP3.
+      b.protocol(RedisProtocol.RESP3);
       b.database(config.database());
       config.username().ifPresent(b::user);
       config.password().ifPresent(b::password);
@@ -129,6 +231,9 @@ abstract class RedisTopology implements AutoCloseable {
 
   @Override
   public abstract void close();
+
+  /** The node that takes commands: the server, the current master, or a cluster primary. */
+  abstract HostAndPort primary();
 
   /** The client that runs commands (scripts, HGET, PTTL). */
   abstract UnifiedJedis commands();
@@ -419,6 +524,11 @@ abstract class RedisTopology implements AutoCloseable {
     }
 
     @Override
+    HostAndPort primary() {
+      return node;
+    }
+
+    @Override
     HostAndPort subscriberNode(String channel) {
       return node;
     }
@@ -461,6 +571,11 @@ abstract class RedisTopology implements AutoCloseable {
     }
 
     @Override
+    HostAndPort primary() {
+      return provider.getCurrentMaster();
+    }
+
+    @Override
     HostAndPort subscriberNode(String channel) {
       // Jedis follows +switch-master from the sentinels and keeps this current.
       return provider.getCurrentMaster();
@@ -475,11 +590,12 @@ abstract class RedisTopology implements AutoCloseable {
   private static final class Cluster extends RedisTopology {
     private final ClusterConnectionProvider provider;
     private final RedisClusterClient client;
+    private final Set<HostAndPort> seeds;
     private final boolean sharded;
 
     Cluster(LockClientConfig config, JedisClientConfig clientConfig, ConnectionPoolConfig pool) {
       super(clientConfig, config);
-      Set<HostAndPort> seeds = new LinkedHashSet<>();
+      this.seeds = new LinkedHashSet<>();
       config.nodes().forEach(n -> seeds.add(hostAndPort(n)));
       this.provider = new ClusterConnectionProvider(seeds, clientConfig, pool);
       this.client = RedisClusterClient.builder()
@@ -493,8 +609,18 @@ abstract class RedisTopology implements AutoCloseable {
           .build();
       // Sharded pub/sub (Redis 7+) keeps unlock messages on the key's shard instead of
       // broadcasting them over the cluster bus to every node.
+      try {
+        this.sharded = majorVersion(primary(), clientConfig) >= 7;
+      } catch (RuntimeException e) {
+        client.close();
+        throw e;
+      }
+    }
+
+    @Override
+    HostAndPort primary() {
       HostAndPort any = provider.getNode(0);
-      this.sharded = majorVersion(any == null ? seeds.iterator().next() : any, clientConfig) >= 7;
+      return any == null ? seeds.iterator().next() : any;
     }
 
     @Override

@@ -1,6 +1,8 @@
 package dev.holdfast.cdi;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -9,6 +11,7 @@ import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.Locked;
 import dev.holdfast.testing.LogCapture;
+import dev.holdfast.testing.LoopbackPorts;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.context.Dependent;
 import jakarta.inject.Inject;
@@ -27,7 +30,11 @@ import org.junit.jupiter.api.Test;
  */
 class DeploymentValidationTest {
 
-  private TestConfig config = TestConfig.of(Map.of());
+  /** These deployments have no Redis: they do not connect at startup unless a test says so. */
+  private static final Map<String, String> NO_REDIS =
+      Map.of("holdfast.redis.connect-at-startup", "false");
+
+  private TestConfig config = TestConfig.of(NO_REDIS);
 
   @AfterEach
   void releaseConfig() {
@@ -178,14 +185,14 @@ class DeploymentValidationTest {
   @Test
   void invalidClientConfig_namesTheKey() {
     config.close();
-    config = TestConfig.of(Map.of("holdfast.redis.timeout", "soon"));
+    config = TestConfig.of(NO_REDIS, "holdfast.redis.timeout", "soon");
     assertFails("holdfast.redis.timeout='soon' is not a duration", Valid.class);
   }
 
   @Test
   void misspelledClientKey_isReported() {
     config.close();
-    config = TestConfig.of(Map.of("holdfast.redis.adress", "redis://x:1"));
+    config = TestConfig.of(NO_REDIS, "holdfast.redis.adress", "redis://x:1");
     assertFails("Unknown configuration key 'holdfast.redis.adress': "
         + "did you mean 'holdfast.redis.address'?", Valid.class);
   }
@@ -193,7 +200,7 @@ class DeploymentValidationTest {
   @Test
   void misspelledTopLevelKey_isReported() {
     config.close();
-    config = TestConfig.of(Map.of("holdfast.watchdog-timout", "10s"));
+    config = TestConfig.of(NO_REDIS, "holdfast.watchdog-timout", "10s");
     assertFails("Unknown configuration key 'holdfast.watchdog-timout': "
         + "did you mean 'holdfast.watchdog-timeout'?", Valid.class);
   }
@@ -204,7 +211,7 @@ class DeploymentValidationTest {
     System.setProperty("holdfast.version", "0.1.0-SNAPSHOT");
     try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
       config.close();
-      config = TestConfig.of(Map.of());
+      config = TestConfig.of(NO_REDIS);
       try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
           .addBeanClasses(Valid.class).initialize()) {
         assertTrue(c.isRunning());
@@ -223,14 +230,14 @@ class DeploymentValidationTest {
   void invalidOverride_namesTheKey() {
     config.close();
     String key = "holdfast.\"" + Valid.class.getName() + "/run\".locked.wait-time";
-    config = TestConfig.of(Map.of(key, "forever"));
+    config = TestConfig.of(NO_REDIS, key, "forever");
     assertFails(key + "='forever' is not a duration", Valid.class);
   }
 
   @Test
   void overrideWithUnknownMember_isReported() {
     config.close();
-    config = TestConfig.of(Map.of("holdfast.locked.wait", "2s"));
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.wait", "2s");
     assertFails("Unknown configuration key 'holdfast.locked.wait'", Valid.class);
   }
 
@@ -245,8 +252,41 @@ class DeploymentValidationTest {
   @Test
   void negativeLeaseOverride_isReported() {
     config.close();
-    config = TestConfig.of(Map.of("holdfast.locked.lease-time", "PT-1S"));
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.lease-time", "PT-1S");
     assertFails("holdfast.locked.lease-time='PT-1S' must be positive", Valid.class);
+  }
+
+  @Test
+  void unreachableRedis_failsTheDeployment_namingTheAddress() {
+    int port = LoopbackPorts.reserve(); // nothing listens there
+    try {
+      config.close();
+      config = TestConfig.of(Map.of("holdfast.redis.address",
+          "redis://app:cdi-secret@127.0.0.1:" + port, "holdfast.redis.timeout", "1s"));
+      String message = assertFails("Cannot connect to Redis (standalone redis://app:***@127.0.0.1:"
+          + port + "): connection refused", Valid.class);
+      assertTrue(message.contains("holdfast.redis.connect-at-startup=false"), message);
+      assertFalse(message.contains("cdi-secret"), message);
+    } finally {
+      LoopbackPorts.release(port);
+    }
+  }
+
+  @Test
+  void unreachableRedis_withConnectAtStartupFalse_deploys() {
+    int port = LoopbackPorts.reserve();
+    try {
+      config.close();
+      config = TestConfig.of(Map.of("holdfast.redis.address", "redis://127.0.0.1:" + port,
+          "holdfast.redis.connect-at-startup", "false"));
+      try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+          .addBeanClasses(Valid.class).initialize()) {
+        assertTrue(c.isRunning());
+        assertNotNull(c.select(LockClient.class).get().getClientId(), "created at first use");
+      }
+    } finally {
+      LoopbackPorts.release(port);
+    }
   }
 
   @Test
@@ -257,13 +297,15 @@ class DeploymentValidationTest {
     }
   }
 
-  private static void assertFails(String expected, Class<?>... beans) {
+  /** {@return every message of the deployment failure, which must contain {@code expected}} */
+  private static String assertFails(String expected, Class<?>... beans) {
     try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
         .addBeanClasses(beans).initialize()) {
-      fail("deployment succeeded, expected a failure saying: " + expected);
+      return fail("deployment succeeded, expected a failure saying: " + expected);
     } catch (RuntimeException e) {
       String all = messages(e);
       assertTrue(all.contains(expected), "expected «" + expected + "» in:\n" + all);
+      return all;
     }
   }
 

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
+import dev.holdfast.testing.LoopbackPorts;
 import dev.holdfast.testing.RedisExtension;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.context.Dependent;
@@ -249,6 +250,33 @@ class PreparedOperationsTest {
     config = TestConfig.of(Map.of("holdfast.redis.timeout", "soon"));
     String message = deploymentFailure(buildCompatible());
     assertTrue(message.contains("holdfast.redis.timeout='soon' is not a duration"), message);
+  }
+
+  @Test
+  void unreachableRedis_failsTheStart_buildCompatible() {
+    int port = LoopbackPorts.reserve(); // nothing listens there
+    try {
+      config = TestConfig.of(Map.of("holdfast.redis.address", "redis://127.0.0.1:" + port));
+      String message = deploymentFailure(buildCompatible());
+      assertTrue(message.contains("DeploymentException: Cannot connect to Redis (standalone "
+          + "redis://127.0.0.1:" + port + "): connection refused"), message);
+    } finally {
+      LoopbackPorts.release(port);
+    }
+  }
+
+  @Test
+  void unreachableRedis_withConnectAtStartupFalse_starts_buildCompatible() {
+    int port = LoopbackPorts.reserve();
+    try {
+      config = TestConfig.of(Map.of("holdfast.redis.address", "redis://127.0.0.1:" + port,
+          "holdfast.redis.connect-at-startup", "false"));
+      try (WeldContainer weld = buildCompatible().initialize()) {
+        assertTrue(weld.isRunning());
+      }
+    } finally {
+      LoopbackPorts.release(port);
+    }
   }
 
   private static Weld portable(HoldfastExtension extension) {

@@ -2,16 +2,19 @@ package dev.holdfast.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
+import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.ExclusionProbe;
 import dev.holdfast.testing.RedisExtension;
 import dev.holdfast.testing.RedisServer;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -52,6 +55,19 @@ class ClusterLockTest {
   @AfterEach
   void stopThreads() {
     threads.shutdownNow();
+  }
+
+  @Test
+  void create_clusterRefusesTheCredentials_failsAtOnce_namingSeedsAndCause() {
+    Map<String, String> wrong = new HashMap<>(config);
+    wrong.put("holdfast.redis.username", "nobody");
+    wrong.put("holdfast.redis.password", "not-the-password");
+    LockException e = assertThrows(LockException.class, () -> clients.create(wrong));
+    String message = e.getMessage();
+    assertTrue(message.startsWith("Cannot connect to Redis (cluster via ["), message);
+    assertTrue(message.contains("authentication failed (WRONGPASS"), message);
+    assertTrue(message.contains("Check holdfast.redis.nodes"), message);
+    assertFalse(message.contains("not-the-password"), message);
   }
 
   @Test

@@ -12,6 +12,7 @@ import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.LoopbackPorts;
+import dev.holdfast.testing.RedisBinary;
 import dev.holdfast.testing.RedisExtension;
 import dev.holdfast.testing.RedisServer;
 import java.io.InputStream;
@@ -22,6 +23,7 @@ import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
@@ -104,7 +106,12 @@ class ConnectionOptionsTest {
       jedis.aclSetUser("locker", "on", ">right", "~*", "&*", "+@all");
     }
     String address = "redis://locker:wrong-pw@127.0.0.1:" + redis.server().port();
-    LockClient client = clients.create(Map.of("holdfast.redis.address", address));
+    LockException atStart = assertThrows(LockException.class,
+        () -> clients.create(Map.of("holdfast.redis.address", address)));
+    assertFalse(atStart.getMessage().contains("wrong-pw"), atStart.getMessage());
+    // Without the check at creation, the first lock call is where it fails: no password there.
+    LockClient client = clients.create(Map.of("holdfast.redis.address", address,
+        "holdfast.redis.connect-at-startup", "false"));
     LockException e = assertThrows(LockException.class, () -> client.getLock("acl").tryLock());
     assertFalse(e.getMessage().contains("wrong-pw"), e.getMessage());
   }
@@ -138,8 +145,11 @@ class ConnectionOptionsTest {
 
   @Test
   void tls_rediss(@TempDir Path dir) throws Exception {
-    assumeTrue(Files.isExecutable(Path.of("/usr/bin/openssl")), "openssl makes the certificate");
-    Process openssl = new ProcessBuilder("/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048",
+    Optional<Path> opensslOnPath = RedisBinary.findOnPath("openssl");
+    assumeTrue(opensslOnPath.isPresent(),
+        "skipped: no openssl on the PATH to make the test's certificate (CI installs it)");
+    Process openssl = new ProcessBuilder(opensslOnPath.get().toString(), "req", "-x509",
+        "-newkey", "rsa:2048",
         "-nodes", "-days", "1", "-subj", "/CN=localhost",
         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
         "-keyout", dir.resolve("key.pem").toString(), "-out", dir.resolve("cert.pem").toString())

@@ -142,7 +142,7 @@ final class ModelSlot implements AutoCloseable {
         client = LockClient.create(properties);
         break;
       } catch (LockException e) {
-        // Standalone creation does no I/O today; should it, ride out a fault.
+        // Creation checks that Redis answers (connect-at-startup): ride out a fault.
         sleep(100);
       }
     }

@@ -151,6 +151,28 @@ class SafetyLeaseRulesTest {
     assertEquals(0, lost.count(), lost.toString());
   }
 
+  // LockModelTest seed -5863772910925733781: lock(2058ms); lock(); lock(2556ms). A renewal set
+  // the key's TTL to the watchdog lease, below what the fixed re-entry had been granted, while the
+  // holder kept believing the longer lease: another client acquired before the holder stopped
+  // believing. A renewal extends; it never shortens.
+  @Test
+  void renewal_neverShortensTheLeaseOfAnOpenFixedSection() throws Exception {
+    LockClient client = clients.create(config, LockClientConfig.WATCHDOG_TIMEOUT, "600ms");
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock lock = client.getLock("renewed");
+    lock.lock();
+    lock.lock(5, SECONDS);
+    Thread.sleep(900); // the watchdog renews every 200 ms
+    long pttl = redisState.pttl("renewed");
+    assertTrue(pttl > 3_500, "the fixed section needs ~4.1 s more; PTTL " + pttl);
+    assertTrue(lock.isHeldByCurrentThread());
+    assertFalse(clients.create(config).getLock("renewed").tryLock(), "held, as its holder believes");
+    lock.unlock();
+    lock.unlock();
+    assertFalse(redisState.exists("renewed"));
+    assertEquals(0, lost.count(), lost.toString());
+  }
+
   // Item 2: `lock(1, SECONDS); lock(); unlock();` does not turn the fixed lease into a renewed
   // one: the lock is free ~1 s after the outer lock(), and the outer section is lost.
   @Test

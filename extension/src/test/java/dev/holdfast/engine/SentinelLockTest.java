@@ -2,13 +2,16 @@ package dev.holdfast.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
+import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -41,6 +44,20 @@ class SentinelLockTest {
         "holdfast.redis.nodes", redis.sentinelSetup().sentinelNodes(),
         "holdfast.redis.sentinel.master", redis.sentinelSetup().masterName(),
         "holdfast.redis.timeout", "500ms");
+  }
+
+  @Test
+  void create_masterRefusesTheCredentials_failsAtOnce_namingMasterSentinelsAndCause() {
+    // The sentinels take no credentials and know the master; the master refuses the user.
+    Map<String, String> config = new HashMap<>(config());
+    config.put("holdfast.redis.username", "nobody");
+    config.put("holdfast.redis.password", "not-the-password");
+    LockException e = assertThrows(LockException.class, () -> clients.create(config));
+    String message = e.getMessage();
+    assertTrue(message.startsWith("Cannot connect to Redis (sentinel master '"
+        + redis.sentinelSetup().masterName() + "' via ["), message);
+    assertTrue(message.contains("authentication failed (WRONGPASS"), message);
+    assertFalse(message.contains("not-the-password"), message);
   }
 
   @Test

@@ -104,7 +104,11 @@ public final class RedisBinary {
     return extractEmbedded("no redis-server on PATH");
   }
 
-  private static Optional<Path> findOnPath(String executable) {
+  /**
+   * The executable file named {@code executable} in the first {@code PATH} directory that has
+   * one, as a shell would find it (e.g. {@code openssl} for the TLS test).
+   */
+  public static Optional<Path> findOnPath(String executable) {
     String pathVariable = System.getenv("PATH");
     if (pathVariable == null) {
       return Optional.empty();

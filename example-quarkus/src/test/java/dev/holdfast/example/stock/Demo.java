@@ -2,7 +2,9 @@ package dev.holdfast.example.stock;
 
 import dev.holdfast.testing.RedisBackend;
 import dev.holdfast.testing.RedisServer;
+import java.io.PrintStream;
 import java.net.URI;
+import java.nio.charset.Charset;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -10,6 +12,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import java.util.stream.Collectors;
@@ -22,8 +26,10 @@ import java.util.stream.Collectors;
  * concurrent reservations at both with and without {@code @Locked}, and prints what happened.
  * Redis is {@code -Dholdfast.redis.address} or {@code HOLDFAST_REDIS_ADDRESS} when set, else a
  * redis-server started here (from {@code PATH}, or the binary in {@code org.signal:embedded-redis}).
- * Everything it starts is stopped at the end, and by shutdown hooks on a failure or Ctrl-C.
- * Fails if {@code @Locked} ever sells more than the stock.
+ * Everything it starts is stopped at the end, and by shutdown hooks on a failure or Ctrl-C; a
+ * Ctrl-C prints "interrupted — stopped everything" and nothing of what the stopping instances
+ * answered. Fails if {@code @Locked} ever sells more than the stock, and within seconds, naming
+ * the cause from its log, if an instance cannot start (e.g. Redis is unreachable).
  */
 public final class Demo {
   private static final int STOCK = 50;
@@ -31,6 +37,11 @@ public final class Demo {
   private static final int INSTANCES = 2;
   /** Held so that the level sticks: the harness's INFO lines would clutter the report. */
   private static final Logger HARNESS_LOG = Logger.getLogger("dev.holdfast.testing");
+  /** Counted down when the JVM shuts down before the demo ended: Ctrl-C. */
+  private static final CountDownLatch INTERRUPTED = new CountDownLatch(1);
+  /** How long a failure waits for a Ctrl-C that may have caused it (the instances got it too). */
+  private static final Duration INTERRUPT_GRACE = Duration.ofMillis(500);
+  private static volatile RedisServer ownRedis;
 
   private Demo() {
   }
@@ -45,12 +56,35 @@ public final class Demo {
     if (args.length != 1) {
       throw new IllegalArgumentException("Usage: Demo <path to quarkus-run.jar>");
     }
+    // Ctrl-C reaches the instances too (one process group): they stop, and requests in flight
+    // fail with 500s or refused connections. Say what happened instead of reporting those.
+    Thread onInterrupt = new Thread(Demo::stopOnInterrupt, "holdfast-demo-interrupted");
+    Runtime.getRuntime().addShutdownHook(onInterrupt);
+    try {
+      run(args[0]);
+    } catch (RuntimeException | Error e) {
+      awaitHaltIfInterrupted(INTERRUPT_GRACE);
+      removeHook(onInterrupt); // a failure of its own: Maven reports it
+      throw e;
+    }
+    removeHook(onInterrupt);
+  }
+
+  /** Removes the Ctrl-C hook once the demo ended; if the JVM is already going down, waits. */
+  private static void removeHook(Thread hook) {
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException shuttingDown) {
+      awaitHaltIfInterrupted(INTERRUPT_GRACE);
+    }
+  }
+
+  private static void run(String appJar) {
     HARNESS_LOG.setLevel(Level.WARNING);
     long started = System.nanoTime();
-    Path jar = Path.of(args[0]).toAbsolutePath();
+    Path jar = Path.of(appJar).toAbsolutePath();
     Path logs = jar.getParent().getParent().resolve("demo-logs");
     String configured = configuredRedisAddress();
-    RedisServer ownRedis = null;
     List<AppInstance> instances = List.of();
     try {
       String address;
@@ -74,13 +108,64 @@ public final class Demo {
       run(new StockApi(), uris);
     } finally {
       AppInstance.closeAll(instances);
-      if (ownRedis != null) {
-        ownRedis.close();
+      RedisServer redis = ownRedis;
+      if (redis != null) {
+        redis.close();
       }
     }
     print("");
     print("Stopped both instances%s. Instance logs: %s. Total %s.",
         configured == null ? " and Redis" : "", relative(logs), seconds(started));
+  }
+
+  /**
+   * The shutdown hook: on Ctrl-C (or a kill) before the demo ended, stops every process the demo
+   * started, then says so, and nothing else is printed.
+   */
+  private static void stopOnInterrupt() {
+    INTERRUPTED.countDown(); // from now on print() is silent and a failing main() waits
+    AppInstance.stopAll();
+    RedisServer redis = ownRedis;
+    if (redis != null) {
+      redis.close();
+    }
+    PrintStream out = System.out;
+    out.println();
+    out.println(canPrint('\u2014') ? "interrupted \u2014 stopped everything"
+        : "interrupted - stopped everything");
+    out.flush();
+  }
+
+  /**
+   * If the demo was interrupted (now or within {@code grace}), blocks until the JVM halts, which
+   * it does once the shutdown hooks are done: the failure the interruption caused in this
+   * thread is never reported. Returns otherwise.
+   */
+  private static void awaitHaltIfInterrupted(Duration grace) {
+    boolean interrupted;
+    try {
+      interrupted = INTERRUPTED.await(grace.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      interrupted = true; // the JVM is going down
+    }
+    while (interrupted) {
+      try {
+        Thread.sleep(Long.MAX_VALUE);
+      } catch (InterruptedException e) {
+        // keep waiting for the halt
+      }
+    }
+  }
+
+  private static boolean canPrint(char c) {
+    String encoding = System.getProperty("stdout.encoding",
+        System.getProperty("sun.stdout.encoding"));
+    try {
+      Charset charset = encoding == null ? Charset.defaultCharset() : Charset.forName(encoding);
+      return charset.newEncoder().canEncode(c);
+    } catch (IllegalArgumentException e) {
+      return false;
+    }
   }
 
   private static void run(StockApi api, List<URI> uris) {
@@ -193,6 +278,9 @@ public final class Demo {
   }
 
   private static void print(String format, Object... args) {
+    if (INTERRUPTED.getCount() == 0) {
+      return; // interrupted: what the dying instances answered means nothing
+    }
     System.out.println(String.format(Locale.ROOT, format, args));
   }
 }
