@@ -479,7 +479,8 @@ public final class LockEngine implements AutoCloseable {
   }
 
   private void settle(Hold hold, Hold.Cleanup c) {
-    resolve(hold.names, hold.field, c.requestId(), c.expected(), c.kind());
+    resolve(hold.names, hold.field, c.requestId(), c.expected(), c.kind(),
+        RedisTopology.ATTEMPTS);
     hold.settled(c);
     forgetIfDone(hold);
   }
@@ -487,15 +488,18 @@ public final class LockEngine implements AutoCloseable {
   /**
    * Runs {@link LockScripts#RESOLVE}.
    *
+   * @param attempts how often to try: a caller that just failed to reach Redis tries once and
+   *     leaves the rest to the background, so that a failing call does not take twice as long
    * @return {count, outcome}
    */
-  List<?> resolve(LockNames names, String field, String requestId, int expected, String kind) {
+  List<?> resolve(LockNames names, String field, String requestId, int expected, String kind,
+      int attempts) {
     // No WAIT: whatever a settling call undoes was never granted or is already reported lost,
     // and a copy of it that a failover forgets expires with its lease.
+    List<String> args = List.of(field, Integer.toString(expected), kind,
+        topology.publishCommand(), names.channel(), Long.toString(sealMillis));
     return (List<?>) topology.eval(LockScripts.RESOLVE,
-        List.of(names.key(), names.markerPrefix() + requestId),
-        List.of(field, Integer.toString(expected), kind, topology.publishCommand(),
-            names.channel(), Long.toString(sealMillis)));
+        List.of(names.key(), names.markerPrefix() + requestId), sealed -> args, false, attempts);
   }
 
   private void pingSubscribers() {

@@ -401,7 +401,8 @@ final class RedisLock implements FencedLock {
      */
     private void rollBack(RedisTopology.Replicated replicated) {
       try {
-        engine.resolve(names, field, requestId, requestExpected, "acquire");
+        engine.resolve(names, field, requestId, requestExpected, "acquire",
+            RedisTopology.ATTEMPTS);
       } catch (RedisUnavailableException e) {
         uncertain = true; // the grant may stand: re-sending the request settles it
         throw e;
@@ -453,7 +454,8 @@ final class RedisLock implements FencedLock {
         hold = expected > 0 ? hold : null;
       }
       try {
-        List<?> reply = engine.resolve(names, field, requestId, expected, "acquire");
+        // One attempt: Redis just failed to answer this call; the background retries the rest.
+        List<?> reply = engine.resolve(names, field, requestId, expected, "acquire", 1);
         long count = number(reply.get(0));
         if (expected > 0 && count != expected) {
           engine.lose(hold, count == 0 ? LossCause.GONE : LossCause.COUNT_MISMATCH, count == 0
@@ -489,7 +491,8 @@ final class RedisLock implements FencedLock {
      */
     private Hold settlePendingRelease(Hold hold) {
       Hold.Pending p = hold.pendingRelease();
-      List<?> reply = engine.resolve(names, field, p.requestId(), p.expected(), "release");
+      List<?> reply = engine.resolve(names, field, p.requestId(), p.expected(), "release",
+          RedisTopology.ATTEMPTS);
       long count = number(reply.get(0));
       boolean ran = "d".equals(text(reply.get(1))) || (count == p.expected() - 1 && count > 0);
       hold.pendingRelease(null);

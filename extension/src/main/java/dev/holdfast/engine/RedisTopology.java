@@ -324,9 +324,15 @@ abstract class RedisTopology implements AutoCloseable {
    */
   final Object eval(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
       boolean sealFirst) {
+    return eval(script, keys, args, sealFirst, ATTEMPTS);
+  }
+
+  /** Like {@link #eval(LockScript, List, Function, boolean)}, with at most {@code attempts}. */
+  final Object eval(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
+      boolean sealFirst, int attempts) {
     JedisException last = null;
-    long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
-    for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    long deadline = System.nanoTime() + timeout.toNanos() * (attempts + 1);
+    for (int attempt = 1; attempt <= attempts; attempt++) {
       List<String> arguments = args.apply(sealFirst || attempt > 1);
       try {
         try {

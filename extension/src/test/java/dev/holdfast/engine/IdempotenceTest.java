@@ -173,7 +173,7 @@ class IdempotenceTest {
     RedisTopology topology = engine.topology();
     List<String> keys = List.of("late", "holdfast_unlock_marker:{late}:a1");
     LockNames names = LockNames.of("", "late");
-    assertEquals(List.of(0L, ""), engine.resolve(names, field, "a1", 0, "acquire"),
+    assertEquals(List.of(0L, ""), engine.resolve(names, field, "a1", 0, "acquire", 1),
         "nothing to undo: the request never ran");
     assertEquals(List.of(-3L, 0L, 0L, 0L), topology.eval(LockScripts.ACQUIRE, keys,
         List.of("10000", field, "0", "0", "60000")), "a copy arriving after settling is refused");

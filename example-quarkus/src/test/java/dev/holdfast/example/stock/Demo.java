@@ -1,5 +1,6 @@
 package dev.holdfast.example.stock;
 
+import dev.holdfast.testing.RedisBackend;
 import dev.holdfast.testing.RedisServer;
 import java.io.PrintStream;
 import java.net.URI;
@@ -88,7 +89,7 @@ public final class Demo {
     try {
       String address;
       if (configured == null) {
-        ownRedis = RedisServer.start();
+        ownRedis = RedisServer.start(RedisBackend.LOCAL);
         address = ownRedis.uri();
       } else {
         address = configured;

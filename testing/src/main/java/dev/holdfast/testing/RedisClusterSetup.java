@@ -65,15 +65,35 @@ public final class RedisClusterSetup implements AutoCloseable {
    * @throws IllegalStateException or {@link AssertionError} if the cluster does not form
    */
   public static RedisClusterSetup start(int masters, int replicasPerMaster) {
-    return start(RedisBinary.path(), masters, replicasPerMaster);
+    return start(RedisBackend.selected(), masters, replicasPerMaster);
   }
 
-  /** Like {@link #start(int, int)}, with a specific redis-server executable for every node. */
+  /**
+   * Like {@link #start(int, int)}, on {@code backend} instead of {@link RedisBackend#selected()}.
+   *
+   * @throws IllegalArgumentException for bad counts
+   * @throws IllegalStateException or {@link AssertionError} if the cluster does not form
+   */
+  public static RedisClusterSetup start(RedisBackend backend, int masters,
+      int replicasPerMaster) {
+    checkCounts(masters, replicasPerMaster);
+    return start(backend.launcher(), masters, replicasPerMaster);
+  }
+
+  /**
+   * Like {@link #start(int, int)}, with a specific redis-server executable for every node, run as
+   * local processes.
+   */
   public static RedisClusterSetup start(Path binary, int masters, int replicasPerMaster) {
+    return start(new RedisLauncher.Local(binary, RedisBackend.LOCAL), masters, replicasPerMaster);
+  }
+
+  private static RedisClusterSetup start(RedisLauncher launcher, int masters,
+      int replicasPerMaster) {
     checkCounts(masters, replicasPerMaster);
     RedisClusterSetup setup = new RedisClusterSetup();
     try {
-      setup.form(binary, masters, replicasPerMaster);
+      setup.form(launcher, masters, replicasPerMaster);
       return setup;
     } catch (RuntimeException | Error e) {
       setup.close();
@@ -200,10 +220,10 @@ public final class RedisClusterSetup implements AutoCloseable {
     RedisServer.closeAll(servers);
   }
 
-  private void form(Path binary, int masters, int replicasPerMaster) {
+  private void form(RedisLauncher launcher, int masters, int replicasPerMaster) {
     int total = masters * (1 + replicasPerMaster);
     for (int i = 0; i < total; i++) {
-      RedisServer server = RedisServer.start(binary,
+      RedisServer server = RedisServer.start(launcher,
           "--cluster-enabled", "yes",
           "--cluster-config-file", "nodes.conf", // relative to the node's --dir
           "--cluster-node-timeout", "2000");

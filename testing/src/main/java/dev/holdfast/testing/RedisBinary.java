@@ -55,6 +55,28 @@ public final class RedisBinary {
     return Holder.PATH;
   }
 
+  /**
+   * The binary bundled in {@code org.signal:embedded-redis}, extracted once per JVM.
+   *
+   * @throws IllegalStateException if there is none for this platform
+   */
+  static Path embedded() {
+    return EmbeddedHolder.PATH;
+  }
+
+  /** {@code redis-server} on {@code PATH}, or the {@value #OVERRIDE_PROPERTY} path, if any. */
+  static Optional<Path> onPath() {
+    String override = System.getProperty(OVERRIDE_PROPERTY, "").trim();
+    if (!override.isEmpty() && !override.equals("embedded")) {
+      return Optional.of(Path.of(override));
+    }
+    return findOnPath("redis-server");
+  }
+
+  private static final class EmbeddedHolder {
+    static final Path PATH = extractEmbedded("embedded backend");
+  }
+
   /** Lazy holder: resolution (and possibly extraction) happens on first use, exactly once. */
   private static final class Holder {
     static final Path PATH = resolve();

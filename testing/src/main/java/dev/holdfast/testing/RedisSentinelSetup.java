@@ -69,10 +69,31 @@ public final class RedisSentinelSetup implements AutoCloseable {
    */
   public static RedisSentinelSetup start(String masterName,
       UnaryOperator<HostAndPort> replicationLink) {
+    return start(RedisBackend.selected(), masterName, replicationLink);
+  }
+
+  /**
+   * Like {@link #start(String)}, on {@code backend} instead of {@link RedisBackend#selected()}.
+   *
+   * @throws IllegalArgumentException for a bad name
+   * @throws IllegalStateException or {@link AssertionError} if the setup does not come up
+   */
+  public static RedisSentinelSetup start(RedisBackend backend, String masterName) {
+    return start(backend, masterName, UnaryOperator.identity());
+  }
+
+  /**
+   * Like {@link #start(String, UnaryOperator)}, on {@code backend}.
+   *
+   * @throws IllegalArgumentException for a bad name
+   * @throws IllegalStateException or {@link AssertionError} if the setup does not come up
+   */
+  public static RedisSentinelSetup start(RedisBackend backend, String masterName,
+      UnaryOperator<HostAndPort> replicationLink) {
     checkMasterName(masterName);
     RedisSentinelSetup setup = new RedisSentinelSetup(masterName);
     try {
-      RedisServer master = RedisServer.start();
+      RedisServer master = RedisServer.start(backend);
       setup.dataNodes.add(master);
       setup.dataNodes.add(master.startReplica(replicationLink.apply(master.hostAndPort())));
       String directives = String.join("\n",
@@ -83,7 +104,7 @@ public final class RedisSentinelSetup implements AutoCloseable {
           "sentinel failover-timeout " + masterName + " 5000",
           "sentinel parallel-syncs " + masterName + " 1");
       for (int i = 0; i < SENTINELS; i++) {
-        setup.sentinelServers.add(RedisServer.startSentinel(directives));
+        setup.sentinelServers.add(RedisServer.startSentinel(master.launcher(), directives));
       }
       setup.awaitSentinelsReady(master, setup.dataNodes.get(1));
       return setup;

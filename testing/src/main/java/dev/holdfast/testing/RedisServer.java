@@ -13,7 +13,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 import java.util.stream.Stream;
 
@@ -21,10 +20,14 @@ import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisClientConfig;
+import redis.clients.jedis.args.ClientPauseMode;
+
+import dev.holdfast.testing.RedisLauncher.RedisProcess;
 
 /**
  * One real {@code redis-server} process (or sentinel) on a free port of 127.0.0.1, owned by the
- * test that started it.
+ * test that started it: a child process or a container, depending on its {@link RedisBackend}
+ * (see {@link #backend()}); everything below holds for both.
  *
  * <p>Every server runs with {@code --bind 127.0.0.1 --port <port> --protected-mode no --save ""
  * --appendonly no --dir <fresh temp dir> --repl-diskless-sync-delay 0} followed by the caller's
@@ -34,6 +37,11 @@ import redis.clients.jedis.JedisClientConfig;
  * {@link #restart()}, so a restart reloads what was written. (The diskless-sync delay is 0
  * so a replica's first sync does not wait the default 5 s.) Its stdout, i.e. the Redis log, goes
  * to {@link #logFile()} in the temp dir; the temp dir is deleted on {@link #close()}.
+ *
+ * <p>Faults: {@link #kill()} (SIGKILL), {@link #stop()} (SIGTERM), {@link #pause()} /
+ * {@link #resume()} (the whole process frozen, connections open), {@link #clientPause(Duration)}
+ * (Redis's own {@code CLIENT PAUSE}), {@link #restart()}; connection-level faults with a
+ * {@link FaultProxy} in front of {@link #port()}.
  *
  * <p>The process is killed with SIGKILL by {@link #kill()}, {@link #close()}, and, as a safety
  * net, by a JVM shutdown hook for every server not closed by then. A JVM killed with SIGKILL
@@ -60,7 +68,7 @@ public final class RedisServer implements AutoCloseable {
    * What the shutdown hook cleans up. Kept apart from the instances so the hook never waits for
    * an instance lock held by a test thread that is stuck in a start.
    */
-  private static final Set<Process> LIVE_PROCESSES = ConcurrentHashMap.newKeySet();
+  private static final Set<RedisProcess> LIVE_PROCESSES = ConcurrentHashMap.newKeySet();
   private static final Set<Path> OPEN_DIRS = ConcurrentHashMap.newKeySet();
 
   static {
@@ -68,7 +76,7 @@ public final class RedisServer implements AutoCloseable {
         .addShutdownHook(new Thread(RedisServer::closeAllOnExit, "holdfast-redis-reaper"));
   }
 
-  private final Path binary;
+  private final RedisLauncher launcher;
   private final List<String> extraArgs;
   private final Path sentinelConfig;
   private final boolean clusterEnabled;
@@ -77,12 +85,13 @@ public final class RedisServer implements AutoCloseable {
   private final Path dir;
   private final Path logFile;
 
-  private Process process;
+  private RedisProcess process;
+  private boolean paused;
   private boolean closed;
 
-  private RedisServer(Path binary, List<String> extraArgs, String sentinelDirectives, int port)
-      throws IOException {
-    this.binary = binary;
+  private RedisServer(RedisLauncher launcher, List<String> extraArgs, String sentinelDirectives,
+      int port) throws IOException {
+    this.launcher = launcher;
     this.extraArgs = List.copyOf(extraArgs);
     this.clusterEnabled = isClusterEnabled(extraArgs);
     this.password = lastValueOf(extraArgs, "--requirepass");
@@ -116,15 +125,25 @@ public final class RedisServer implements AutoCloseable {
    *                                  tail of its log
    */
   public static RedisServer start(String... extraArgs) {
-    return startOnFreePort(RedisBinary.path(), checkedArgs(extraArgs), null);
+    return start(RedisBackend.selected(), extraArgs);
+  }
+
+  /**
+   * Like {@link #start(String...)}, on {@code backend} instead of {@link RedisBackend#selected()};
+   * replicas started from it use the same backend.
+   */
+  public static RedisServer start(RedisBackend backend, String... extraArgs) {
+    return startOnFreePort(backend.launcher(), checkedArgs(extraArgs), null);
   }
 
   /**
    * Like {@link #start(String...)}, with a specific redis-server executable (e.g. an older Redis
-   * from {@link RedisBinary#extract(String)}); restarts and replicas use it too.
+   * from {@link RedisBinary#extract(String)}) run as a local process whatever the selected
+   * backend; restarts and replicas use it too.
    */
   public static RedisServer start(Path binary, String... extraArgs) {
-    return startOnFreePort(binary, checkedArgs(extraArgs), null);
+    return startOnFreePort(new RedisLauncher.Local(binary, RedisBackend.LOCAL),
+        checkedArgs(extraArgs), null);
   }
 
   /** Validates {@link #start} arguments; shared with {@link RedisExtension#standalone}. */
@@ -143,17 +162,27 @@ public final class RedisServer implements AutoCloseable {
    * Starts a sentinel ({@code redis-server <dir>/sentinel.conf --sentinel}) whose config file
    * holds {@code directives}.
    */
-  static RedisServer startSentinel(String directives) {
-    return startOnFreePort(RedisBinary.path(), List.of(), directives);
+  static RedisServer startSentinel(RedisLauncher launcher, String directives) {
+    return startOnFreePort(launcher, List.of(), directives);
   }
 
-  private static RedisServer startOnFreePort(Path binary, List<String> args,
+  /** Starts a server with {@code launcher} (a backend, or a specific binary). */
+  static RedisServer start(RedisLauncher launcher, String... extraArgs) {
+    return startOnFreePort(launcher, checkedArgs(extraArgs), null);
+  }
+
+  /** How this server was started; for setups that start more servers the same way. */
+  RedisLauncher launcher() {
+    return launcher;
+  }
+
+  private static RedisServer startOnFreePort(RedisLauncher launcher, List<String> args,
       String sentinelDirectives) {
     PortTakenException lastCollision = null;
     for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
       RedisServer server;
       try {
-        server = new RedisServer(binary, args, sentinelDirectives,
+        server = new RedisServer(launcher, args, sentinelDirectives,
             LoopbackPorts.reserve(isClusterEnabled(args)));
       } catch (IOException e) {
         throw new UncheckedIOException("Cannot create a temp dir for redis-server", e);
@@ -173,6 +202,11 @@ public final class RedisServer implements AutoCloseable {
     }
     throw new IllegalStateException("redis-server could not bind a free port in " + START_ATTEMPTS
         + " attempts", lastCollision);
+  }
+
+  /** Where this server runs. */
+  public RedisBackend backend() {
+    return launcher.backend();
   }
 
   /** {@value #HOST}: servers listen on loopback only. */
@@ -200,9 +234,17 @@ public final class RedisServer implements AutoCloseable {
     return logFile;
   }
 
-  /** Whether the process is alive (false after {@link #kill()} until {@link #restart()}). */
+  /**
+   * Whether the process is alive (false after {@link #kill()} or {@link #stop()} until
+   * {@link #restart()}; true while paused).
+   */
   public synchronized boolean isRunning() {
     return process != null && process.isAlive();
+  }
+
+  /** Whether it is frozen by {@link #pause()}. */
+  public synchronized boolean isPaused() {
+    return paused;
   }
 
   /**
@@ -247,12 +289,72 @@ public final class RedisServer implements AutoCloseable {
     if (process == null) {
       return;
     }
-    Process dying = process;
+    RedisProcess dying = process;
     process = null;
+    paused = false;
     if (!killAndWait(dying, KILL_TIMEOUT)) {
       throw new IllegalStateException(this + " pid " + dying.pid() + " survived SIGKILL for "
           + KILL_TIMEOUT.toSeconds() + " s");
     }
+  }
+
+  /**
+   * Stops the server the polite way (SIGTERM; {@code docker stop} for a container; resumed first
+   * if paused): Redis closes its clients and, if persistence is on, writes it out; SIGKILL after
+   * 10 s. No-op if it is not running. Like {@link #kill()}, {@link #restart()} starts it again.
+   */
+  public synchronized void stop() {
+    if (process == null) {
+      return;
+    }
+    if (paused) {
+      resume();
+    }
+    RedisProcess stopping = process;
+    process = null;
+    if (!stopping.terminate(KILL_TIMEOUT)) {
+      throw new IllegalStateException(this + " pid " + stopping.pid() + " did not stop");
+    }
+    LIVE_PROCESSES.remove(stopping);
+  }
+
+  /**
+   * Freezes the whole server (SIGSTOP for a process, the cgroup freezer — {@code docker pause}
+   * — for a container): it keeps its connections and port but answers nothing, like a server in
+   * a long GC or a stopped VM; clients time out. No-op if already paused.
+   *
+   * @throws IllegalStateException if it is not running
+   */
+  public synchronized void pause() {
+    if (paused) {
+      return;
+    }
+    pid(); // throws if not running
+    process.pause();
+    paused = true;
+  }
+
+  /** Undoes {@link #pause()}: queued commands then run. No-op if not paused. */
+  public synchronized void resume() {
+    if (!paused) {
+      return;
+    }
+    process.resume();
+    paused = false;
+  }
+
+  /**
+   * {@code CLIENT PAUSE <millis> ALL}: Redis itself holds every client's commands (including
+   * replication to replicas) for {@code duration}, then runs them. Unlike {@link #pause()} it
+   * accepts connections meanwhile. Returns at once.
+   *
+   * @throws IllegalArgumentException if {@code duration} is not positive
+   */
+  public void clientPause(Duration duration) {
+    if (duration == null || duration.isNegative() || duration.isZero()) {
+      throw new IllegalArgumentException("Invalid CLIENT PAUSE duration: " + duration);
+    }
+    withAdmin(jedis -> jedis.clientPause(duration.toMillis(), ClientPauseMode.ALL));
   }
 
   /**
@@ -305,7 +407,7 @@ public final class RedisServer implements AutoCloseable {
     if (password != null) {
       args.addAll(List.of("--masterauth", password));
     }
-    RedisServer replica = startOnFreePort(binary, args, null);
+    RedisServer replica = startOnFreePort(launcher, args, null);
     try {
       Await.until(START_TIMEOUT,
           () -> "up".equals(replica.info("replication", "master_link_status")),
@@ -363,7 +465,8 @@ public final class RedisServer implements AutoCloseable {
 
   @Override
   public String toString() {
-    return (sentinelConfig != null ? "redis-sentinel " : "redis-server ") + HOST + ":" + port;
+    return (sentinelConfig != null ? "redis-sentinel " : "redis-server ") + HOST + ":" + port
+        + (launcher.backend() == RedisBackend.TESTCONTAINERS ? " (container)" : "");
   }
 
   /** Returns the value of {@code name} in INFO output, or {@code null} if absent. */
@@ -401,7 +504,6 @@ public final class RedisServer implements AutoCloseable {
   /** Starts the process and waits until it answers; caller holds the lock. */
   private void launch() {
     List<String> command = new ArrayList<>();
-    command.add(binary.toString());
     if (sentinelConfig != null) {
       command.add(sentinelConfig.toString());
       command.add("--sentinel");
@@ -416,17 +518,14 @@ public final class RedisServer implements AutoCloseable {
         "--repl-diskless-sync-delay", "0"));
     command.addAll(extraArgs);
     try {
-      process = new ProcessBuilder(command)
-          .directory(dir.toFile())
-          .redirectErrorStream(true)
-          .redirectOutput(ProcessBuilder.Redirect.appendTo(logFile.toFile()))
-          .start();
-    } catch (IOException e) {
-      throw new UncheckedIOException("Cannot run " + describe(command), e);
+      process = launcher.launch(command, dir, logFile);
+    } catch (RuntimeException e) {
+      throw new IllegalStateException("Cannot run " + launcher + " " + describe(command), e);
     }
+    paused = false;
     LIVE_PROCESSES.add(process);
     LOG.log(Level.DEBUG, "Started {0} (pid {1})", this, String.valueOf(process.pid()));
-    Process starting = process;
+    RedisProcess starting = process;
     String expectedPid = Long.toString(starting.pid());
     try {
       Await.until(START_TIMEOUT, () -> !starting.isAlive() || answersWithPid(expectedPid),
@@ -437,13 +536,14 @@ public final class RedisServer implements AutoCloseable {
           + " s; " + describe(command) + "\n" + logTail(), e);
     }
     if (!starting.isAlive()) {
+      String status = starting.exitStatus();
       process = null;
-      LIVE_PROCESSES.remove(starting);
+      killAndWait(starting, KILL_TIMEOUT); // a container is removed
       String log = logTail();
       if (log.contains("Address already in use")) {
         throw new PortTakenException(this + ": port taken by another process\n" + log);
       }
-      throw new IllegalStateException(this + " exited with status " + starting.exitValue() + "; "
+      throw new IllegalStateException(this + " exited (" + status + "); " + launcher + " "
           + describe(command) + "\n" + log);
     }
   }
@@ -513,35 +613,21 @@ public final class RedisServer implements AutoCloseable {
   }
 
   /** SIGKILLs {@code process} and waits for it; true if it is gone. Interrupts are kept. */
-  private static boolean killAndWait(Process process, Duration timeout) {
-    process.destroyForcibly();
-    boolean interrupted = false;
-    try {
-      while (true) {
-        try {
-          boolean gone = process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
-          if (gone) {
-            LIVE_PROCESSES.remove(process);
-          }
-          return gone;
-        } catch (InterruptedException e) {
-          // Finish the kill anyway: a leaked server would outlive the test.
-          interrupted = true;
-        }
-      }
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
-      }
+  private static boolean killAndWait(RedisProcess process, Duration timeout) {
+    boolean gone = process.kill(timeout);
+    if (gone) {
+      LIVE_PROCESSES.remove(process);
     }
+    return gone;
   }
 
   private static void closeAllOnExit() {
-    for (Process process : LIVE_PROCESSES) {
-      process.destroyForcibly();
-    }
-    for (Process process : LIVE_PROCESSES) {
-      killAndWait(process, Duration.ofSeconds(2));
+    for (RedisProcess process : LIVE_PROCESSES) {
+      try {
+        process.kill(Duration.ofSeconds(2));
+      } catch (RuntimeException e) {
+        // best effort at exit
+      }
     }
     for (Path dir : OPEN_DIRS) {
       deleteRecursively(dir);
