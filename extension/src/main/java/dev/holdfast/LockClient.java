@@ -2,9 +2,11 @@ package dev.holdfast;
 
 import dev.holdfast.engine.EngineAccess;
 import dev.holdfast.engine.LockEngine;
+import java.time.Duration;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * The entry point: a connection to one Redis deployment (standalone, Sentinel or Cluster), the
@@ -97,6 +99,134 @@ public final class LockClient implements AutoCloseable {
    */
   public FencedLock getFencedLock(String name) {
     return engine.fencedLock(name);
+  }
+
+  /**
+   * A handle on the read-write lock called {@code name} (see {@link DistributedReadWriteLock}).
+   * No I/O. Its Redis layout is Redisson's {@code RReadWriteLock}; it is not the same lock as
+   * {@link #getLock(String)} of that name.
+   *
+   * @param name the lock's name, shared by every process that means the same lock
+   * @return a handle on the lock
+   * @throws IllegalArgumentException if the name is empty or has a malformed hash tag
+   */
+  public DistributedReadWriteLock getReadWriteLock(String name) {
+    return engine.readWriteLock(name);
+  }
+
+  /**
+   * A handle on the fair lock called {@code name}: like {@link #getLock(String)}, but waiters, in
+   * every process, acquire in the order they started waiting. A waiter that gives up (timeout,
+   * interrupt) leaves the queue at once; one whose process died loses its place after
+   * {@link LockClientConfig#fairWaiterTimeout()}. Its Redis layout is Redisson's
+   * {@code RFairLock}. No I/O.
+   *
+   * @param name the lock's name, shared by every process that means the same lock
+   * @return a handle on the lock
+   * @throws IllegalArgumentException if the name is empty or has a malformed hash tag
+   */
+  public DistributedLock getFairLock(String name) {
+    return engine.fairLock(name);
+  }
+
+  /**
+   * A lock that holds all of {@code locks} or none of them: acquiring it acquires each (in a
+   * fixed order, so two multi-locks over the same locks never deadlock), and an acquisition that
+   * fails releases the ones it took. The locks may come from different clients and Redis
+   * deployments. No I/O.
+   *
+   * @param locks at least one lock, none null, no name twice
+   * @return a lock over all of them
+   * @throws IllegalArgumentException if {@code locks} is empty or holds a lock twice
+   */
+  public DistributedLock getMultiLock(DistributedLock... locks) {
+    return engine.multiLock(locks);
+  }
+
+  /**
+   * A lock over locks on independent Redis servers, held when a majority of them is acquired
+   * (the Redlock algorithm). See the README's RedLock section for what it does and does not
+   * protect against. No I/O.
+   *
+   * @param locks the same lock name on each independent server (at least three recommended)
+   * @return a lock held by a majority of them
+   * @throws IllegalArgumentException if {@code locks} is empty or holds a lock twice
+   */
+  public DistributedLock getRedLock(DistributedLock... locks) {
+    return engine.redLock(locks);
+  }
+
+  /**
+   * Runs {@code action} while holding the lock called {@code name} and returns its result. The
+   * lock is released after the action returns and after it throws; the action's exception
+   * propagates unchanged (a failing release is then added to it as suppressed).
+   *
+   * @param name the lock's name
+   * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
+   * @param leaseTime the lease; {@code null} uses the watchdog (renewed until the action ends)
+   * @param action what to run while holding the lock
+   * @param <T> the action's result type
+   * @return what the action returned
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}, or the
+   *     thread was interrupted while waiting (its interrupt flag is then set again)
+   */
+  public <T> T executeInLock(String name, Duration waitTime, Duration leaseTime,
+      Supplier<T> action) {
+    return engine.executeInLock(getLock(name), waitTime, leaseTime, action);
+  }
+
+  /**
+   * Runs {@code action} while holding the lock called {@code name}, as
+   * {@link #executeInLock(String, Duration, Duration, Supplier)} does.
+   *
+   * @param name the lock's name
+   * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
+   * @param leaseTime the lease; {@code null} uses the watchdog
+   * @param action what to run while holding the lock
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}
+   */
+  public void executeInLock(String name, Duration waitTime, Duration leaseTime, Runnable action) {
+    Objects.requireNonNull(action, "action");
+    engine.executeInLock(getLock(name), waitTime, leaseTime, () -> {
+      action.run();
+      return null;
+    });
+  }
+
+  /**
+   * Runs {@code action} while holding {@code lock} (any lock of this library: read, write, fair,
+   * multi…), as {@link #executeInLock(String, Duration, Duration, Supplier)} does.
+   *
+   * @param lock the lock to hold
+   * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
+   * @param leaseTime the lease; {@code null} uses the watchdog
+   * @param action what to run while holding the lock
+   * @param <T> the action's result type
+   * @return what the action returned
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}
+   */
+  public <T> T executeInLock(DistributedLock lock, Duration waitTime, Duration leaseTime,
+      Supplier<T> action) {
+    return engine.executeInLock(lock, waitTime, leaseTime, action);
+  }
+
+  /**
+   * Runs {@code action} while holding {@code lock}, as
+   * {@link #executeInLock(String, Duration, Duration, Supplier)} does.
+   *
+   * @param lock the lock to hold
+   * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
+   * @param leaseTime the lease; {@code null} uses the watchdog
+   * @param action what to run while holding the lock
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}
+   */
+  public void executeInLock(DistributedLock lock, Duration waitTime, Duration leaseTime,
+      Runnable action) {
+    Objects.requireNonNull(action, "action");
+    engine.executeInLock(lock, waitTime, leaseTime, () -> {
+      action.run();
+      return null;
+    });
   }
 
   /**

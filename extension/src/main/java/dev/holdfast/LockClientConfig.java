@@ -103,6 +103,11 @@ public final class LockClientConfig {
    * Redis answers. See {@link Builder#connectAtStartup(boolean)}.
    */
   public static final String CONNECT_AT_STARTUP = "holdfast.redis.connect-at-startup";
+  /**
+   * {@value}: how long a fair lock's waiter may go without showing it is alive (it does so while
+   * it waits) before it loses its place in the queue, a duration; the default is 5 s.
+   */
+  public static final String FAIR_WAITER_TIMEOUT = "holdfast.fair.waiter-timeout";
 
   /** The {@link #syncReplicas()} value meaning {@code auto}. */
   public static final int SYNC_REPLICAS_AUTO = -1;
@@ -115,7 +120,7 @@ public final class LockClientConfig {
    */
   public static final List<String> KEYS = List.of(MODE, ADDRESS, NODES, SENTINEL_MASTER, USERNAME,
       PASSWORD, DATABASE, TIMEOUT, POOL_MAX_SIZE, WATCHDOG_TIMEOUT, KEY_PREFIX, SYNC_REPLICAS,
-      SYNC_TIMEOUT, CONNECT_AT_STARTUP);
+      SYNC_TIMEOUT, CONNECT_AT_STARTUP, FAIR_WAITER_TIMEOUT);
 
   static final String DEFAULT_ADDRESS = "redis://localhost:6379";
 
@@ -129,6 +134,7 @@ public final class LockClientConfig {
   private final Duration timeout;
   private final int poolMaxSize;
   private final Duration watchdogTimeout;
+  private final Duration fairWaiterTimeout;
   private final String keyPrefix;
   private final int syncReplicas;
   private final Duration syncTimeout;
@@ -147,6 +153,7 @@ public final class LockClientConfig {
     this.timeout = b.timeout;
     this.poolMaxSize = b.poolMaxSize;
     this.watchdogTimeout = b.watchdogTimeout;
+    this.fairWaiterTimeout = b.fairWaiterTimeout;
     this.keyPrefix = b.keyPrefix;
     this.syncReplicas = b.syncReplicas;
     this.syncTimeout = b.syncTimeout;
@@ -237,6 +244,14 @@ public final class LockClientConfig {
     return poolMaxSize;
   }
 
+  /**
+   * {@return how long a fair lock's waiter may go without showing it is alive before it loses
+   * its place ({@value #FAIR_WAITER_TIMEOUT})}
+   */
+  public Duration fairWaiterTimeout() {
+    return fairWaiterTimeout;
+  }
+
   /** {@return the watchdog lease, renewed every third of it ({@value #WATCHDOG_TIMEOUT})} */
   public Duration watchdogTimeout() {
     return watchdogTimeout;
@@ -296,7 +311,8 @@ public final class LockClientConfig {
         + (username == null ? "" : ", username=" + username)
         + (password == null ? "" : ", password=***")
         + ", database=" + database + ", timeout=" + timeout + ", poolMaxSize=" + poolMaxSize
-        + ", watchdogTimeout=" + watchdogTimeout + ", keyPrefix='" + keyPrefix + "'"
+        + ", watchdogTimeout=" + watchdogTimeout + ", fairWaiterTimeout=" + fairWaiterTimeout
+        + ", keyPrefix='" + keyPrefix + "'"
         + ", syncReplicas=" + (syncReplicas == SYNC_REPLICAS_AUTO ? "auto"
             : syncReplicas == SYNC_REPLICAS_NONE ? "none" : Integer.toString(syncReplicas))
         + ", syncTimeout=" + syncTimeout + ", connectAtStartup=" + connectAtStartup + "}";
@@ -317,6 +333,7 @@ public final class LockClientConfig {
     private Duration timeout = Duration.ofSeconds(2);
     private int poolMaxSize = 64;
     private Duration watchdogTimeout = Duration.ofSeconds(30);
+    private Duration fairWaiterTimeout = Duration.ofSeconds(5);
     private String keyPrefix = "";
     private int syncReplicas = SYNC_REPLICAS_AUTO;
     private Duration syncTimeout = Duration.ofSeconds(1);
@@ -464,6 +481,26 @@ public final class LockClientConfig {
             WATCHDOG_TIMEOUT + " must be at least 300ms, but was " + timeout.toMillis() + "ms");
       }
       this.watchdogTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Sets how long a fair lock's waiter may go without showing it is alive before it loses its
+     * place in the queue ({@value #FAIR_WAITER_TIMEOUT}); the default is 5 s. A waiting thread
+     * shows it about three times per timeout, so only a waiter whose process died or lost Redis
+     * is dropped; after its drop the next waiter gets its turn.
+     *
+     * @param timeout at least 300 ms
+     * @return this builder
+     * @throws IllegalArgumentException if it is shorter
+     */
+    public Builder fairWaiterTimeout(Duration timeout) {
+      ConfigValues.positive(FAIR_WAITER_TIMEOUT, timeout);
+      if (timeout.toMillis() < 300) {
+        throw new IllegalArgumentException(FAIR_WAITER_TIMEOUT + " must be at least 300ms, but was "
+            + timeout.toMillis() + "ms");
+      }
+      this.fairWaiterTimeout = timeout;
       return this;
     }
 

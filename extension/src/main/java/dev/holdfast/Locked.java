@@ -114,4 +114,49 @@ public @interface Locked {
    */
   @Nonbinding
   boolean fenced() default false;
+
+  /**
+   * Which kind of lock guards the method: {@link Mode#EXCLUSIVE} (the default), the
+   * {@link Mode#READ read} or {@link Mode#WRITE write} side of the name's
+   * {@link DistributedReadWriteLock}, or the name's {@link Mode#FAIR fair} lock. Overridable by
+   * configuration ({@code mode}).
+   *
+   * @return the kind of lock
+   */
+  @Nonbinding
+  Mode mode() default Mode.EXCLUSIVE;
+
+  /**
+   * For a once-per-cluster job: when another holder has the lock, return at once without running
+   * the method (logged at debug and counted) instead of waiting. Only on {@code void} methods; a
+   * non-void method with it fails the deployment. Overridable by configuration
+   * ({@code skip-if-busy}).
+   *
+   * @return whether a busy lock skips the call
+   */
+  @Nonbinding
+  boolean skipIfBusy() default false;
+
+  /**
+   * Keeps the lock at least this long after the method started, as a duration ({@code 30s}):
+   * instances whose schedulers fire a little apart then do not run the same occurrence twice.
+   * The lock is released at the method's end if that is later. Empty (the default) releases it
+   * when the method returns. Overridable by configuration ({@code hold-at-least}).
+   *
+   * @return the minimum hold as a duration, or empty
+   */
+  @Nonbinding
+  String holdAtLeast() default "";
+
+  /** The kinds of lock a {@link Locked} method can hold. */
+  enum Mode {
+    /** The name's exclusive lock ({@link LockClient#getLock(String)}). */
+    EXCLUSIVE,
+    /** The read side of the name's read-write lock: shared with other readers. */
+    READ,
+    /** The write side of the name's read-write lock: no other reader or writer. */
+    WRITE,
+    /** The name's fair lock ({@link LockClient#getFairLock(String)}): first come, first served. */
+    FAIR
+  }
 }

@@ -74,6 +74,10 @@ public final class ConfigValues {
     if (sync != null) {
       builder.syncReplicas(syncReplicas(sync));
     }
+    String fairWaiter = value(properties, LockClientConfig.FAIR_WAITER_TIMEOUT);
+    if (fairWaiter != null) {
+      builder.fairWaiterTimeout(duration(LockClientConfig.FAIR_WAITER_TIMEOUT, fairWaiter));
+    }
     String syncTimeout = value(properties, LockClientConfig.SYNC_TIMEOUT);
     if (syncTimeout != null) {
       builder.syncTimeout(duration(LockClientConfig.SYNC_TIMEOUT, syncTimeout));

@@ -143,6 +143,32 @@ public final class LockEngine implements AutoCloseable {
     return fencedLock(name, name);
   }
 
+  /** A read-write lock handle; see {@code LockClient#getReadWriteLock}. */
+  public dev.holdfast.DistributedReadWriteLock readWriteLock(String name) {
+    throw new UnsupportedOperationException("read-write locks: not yet"); // issue 9
+  }
+
+  /** A fair lock handle; see {@code LockClient#getFairLock}. */
+  public DistributedLock fairLock(String name) {
+    throw new UnsupportedOperationException("fair locks: not yet"); // issue 9
+  }
+
+  /** A multi-lock; see {@code LockClient#getMultiLock}. */
+  public DistributedLock multiLock(DistributedLock... locks) {
+    throw new UnsupportedOperationException("multi-locks: not yet"); // issue 9
+  }
+
+  /** A RedLock; see {@code LockClient#getRedLock}. */
+  public DistributedLock redLock(DistributedLock... locks) {
+    throw new UnsupportedOperationException("RedLock: not yet"); // issue 9
+  }
+
+  /** {@code LockClient#executeInLock}. */
+  public <T> T executeInLock(DistributedLock lock, java.time.Duration waitTime,
+      java.time.Duration leaseTime, java.util.function.Supplier<T> action) {
+    throw new UnsupportedOperationException("executeInLock: not yet"); // issue 9
+  }
+
   /** {@link #fencedLock(String)}, measured under {@code template}. */
   public FencedLock fencedLock(String name, String template) {
     return new RedisLock(this, LockNames.of(config.keyPrefix(), name), true,
