@@ -120,11 +120,12 @@ final class LeaseWatchdog {
       return true;
     }
     List<String> keys = new ArrayList<>(batch.size());
-    List<String> args = new ArrayList<>(batch.size() + 1);
+    List<String> args = new ArrayList<>(2 * batch.size() + 1);
     args.add(Long.toString(leaseMillis));
     for (Hold h : batch) {
       keys.add(h.names.key());
       args.add(h.field);
+      args.add(h.names.kind().renewalDetail(h.names, h.field));
     }
     try {
       long sentAt = System.nanoTime();
