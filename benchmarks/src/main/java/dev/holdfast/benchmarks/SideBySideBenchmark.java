@@ -66,8 +66,16 @@ public final class SideBySideBenchmark {
   private SideBySideBenchmark() {
   }
 
+  /**
+   * Runs the scenarios named in {@code args} (all if none) and prints the table.
+   *
+   * @throws IllegalStateException if a smoke run found a figure missing or not positive
+   */
   public static void main(String[] args) throws Exception {
-    System.exit(run(args));
+    // No System.exit: under exec:java this runs inside Maven's JVM.
+    if (run(args) != 0) {
+      throw new IllegalStateException("side-by-side smoke run failed (see above)");
+    }
   }
 
   /** Runs as {@link #main} would; answers the exit status. */
