@@ -241,6 +241,14 @@ public final class LockEngine implements AutoCloseable {
     return topology;
   }
 
+  /**
+   * Counts a {@code @Locked(skipIfBusy = true)} call that did not run because its lock was busy
+   * (its {@code tryLock} is measured as any other acquisition).
+   */
+  public void skipped(String template) {
+    observer.skipped(template);
+  }
+
   LockObserver observer() {
     return observer;
   }
