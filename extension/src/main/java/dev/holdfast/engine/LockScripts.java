@@ -276,7 +276,9 @@ final class LockScripts {
 
   /**
    * End a hold locally but keep the lock in Redis for a while (a {@code @Locked} method's
-   * {@code holdAtLeast}): the key expires after exactly that long, unless held again meanwhile.
+   * {@code holdAtLeast}): the key expires after exactly that long. The caller's field is renamed
+   * {@code <field>:kept}, a field no thread has, so that the lock then excludes everyone, the
+   * caller's own thread included (a field of its own would let it re-enter).
    *
    * <pre>
    * KEYS[1] lock key
@@ -285,10 +287,16 @@ final class LockScripts {
    * returns 1 if the caller held it (it now expires then), 0 if it did not
    * </pre>
    *
-   * A copy applied twice sets the same expiry again, counted from the copy: harmless.
+   * A copy applied twice finds the renamed field and answers 1 without extending anything.
    */
   static final LockScript KEEP = new LockScript("keep", """
+      local kept = ARGV[1] .. ':kept'
+      if redis.call('hexists', KEYS[1], kept) == 1 then
+        return 1
+      end
       if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+        redis.call('hdel', KEYS[1], ARGV[1])
+        redis.call('hset', KEYS[1], kept, 1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return 1
       end
