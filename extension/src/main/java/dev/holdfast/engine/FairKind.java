@@ -7,9 +7,9 @@ import java.util.List;
  * The fair lock: Redisson's {@code RFairLock} layout. The lock itself is the exclusive lock's hash
  * (same key, same fields); beside it, in the same slot, a list
  * {@code redisson_lock_queue:<slotted>} of waiting fields in arrival order and a sorted set
- * {@code redisson_lock_timeout:<slotted>} scoring each waiter. Each waiter listens on its own channel, {@code <lock channel>:<field>},
- * and an unlock publishes {@code 0} to the head waiter's channel only, so exactly the next one
- * wakes.
+ * {@code redisson_lock_timeout:<slotted>} scoring each waiter. Each waiter listens on its own
+ * channel, {@code <lock channel>:<field>}, and an unlock publishes {@code 0} to the head waiter's
+ * channel only, so exactly the next one wakes.
  *
  * <p><b>Liveness.</b> A Holdfast waiter's score is a deadline, {@code now + waiter-timeout} by the
  * Redis server's clock, written again at every attempt; a waiter parks at most a third of the
