@@ -271,6 +271,9 @@ final class LockScripts {
       return renewed
       """);
 
+  /** {@link #RENEW} for a whole Redis 7+ cluster node in one call. */
+  static final LockScript RENEW_ACROSS_SLOTS = RENEW.acrossSlots();
+
   /**
    * End a hold locally but keep the lock in Redis for a while (a {@code @Locked} method's
    * {@code holdAtLeast}): the key expires after exactly that long, unless held again meanwhile.

@@ -36,6 +36,8 @@ final class RedisLock implements FencedLock {
   private static final long UNSUBSCRIBED_PARK_MS = 100;
   /** Park bound for a lock without expiry (not set by Holdfast or Redisson). */
   private static final long NO_EXPIRY_PARK_MS = 1_000;
+  /** Waits up to this long poll once at their end instead of subscribing. */
+  static final long SHORT_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
   /** Retry interval while Redis cannot be reached during a wait. */
   private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = Hold.WATCHDOG;
@@ -231,7 +233,9 @@ final class RedisLock implements FencedLock {
           outcome = Outcome.TIMED_OUT;
           return false;
         }
-        if (entry == null && failingSince == 0) {
+        // A wait this short would be over about when the subscription is confirmed: retry
+        // once at its end instead of paying the subscribe and unsubscribe round trips.
+        if (entry == null && failingSince == 0 && remaining > SHORT_WAIT_NANOS) {
           entry = engine.subscriptions().join(names.kind().waitChannel(names, attempt.field));
           continue;
         }
