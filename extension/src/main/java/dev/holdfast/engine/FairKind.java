@@ -76,6 +76,14 @@ final class FairKind extends LockKind {
         names.channel());
   }
 
+  /** The extra arguments and whether the caller queues when refused: a single try does not. */
+  @Override
+  List<String> acquireExtraArgs(LockEngine engine, LockNames names, String field,
+      boolean waits) {
+    return List.of(Long.toString(engine.fairWaiterMillis()), engine.topology().publishCommand(),
+        names.channel(), waits ? "1" : "0");
+  }
+
   /** Redisson's per-waiter channel: the lock channel, a colon, and the waiter's field. */
   @Override
   String waitChannel(LockNames names, String field) {

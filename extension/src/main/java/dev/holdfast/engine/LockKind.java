@@ -75,6 +75,15 @@ abstract class LockKind {
   }
 
   /**
+   * The arguments appended to an acquisition; {@code waits}: whether the caller waits when
+   * refused (false for a single try, such as {@code tryLock()}).
+   */
+  List<String> acquireExtraArgs(LockEngine engine, LockNames names, String field,
+      boolean waits) {
+    return extraArgs(engine, names, field);
+  }
+
+  /**
    * What the renewal script needs besides the key and field to renew a hold of this kind;
    * empty for a plain hash field (see {@link LockScripts#RENEW}).
    */
@@ -102,7 +111,7 @@ abstract class LockKind {
 
   /**
    * The thread stopped waiting without the lock (timeout, interrupt, failure): undo what waiting
-   * left in Redis. Best effort; must not throw.
+   * left in Redis. Best effort; must not throw. Not called after a single try.
    */
   void gaveUp(LockEngine engine, LockNames names, String field) {
   }

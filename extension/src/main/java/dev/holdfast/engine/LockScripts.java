@@ -372,6 +372,7 @@ final class LockScripts {
    * <pre>
    * KEYS[4] queue list, KEYS[5] scores' sorted set
    * ARGV[8] waiter timeout in ms, ARGV[9] 'publish'/'spublish', ARGV[10] lock channel
+   * ARGV[11] '1' if the caller waits when refused (it queues), '0' for a single try
    * </pre>
    *
    * A fresh acquisition succeeds only if the lock is free and the queue is empty or the caller
@@ -419,8 +420,8 @@ final class LockScripts {
             if headChanged and not held then
               wakeHead(KEYS[4], ARGV[9], ARGV[10])
             end
-            if redis.call('zadd', KEYS[5], string.format('%.0f', now + tonumber(ARGV[8])),
-                ARGV[2]) == 1 then
+            if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
+                string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
               redis.call('lrem', KEYS[4], 0, ARGV[2])
               redis.call('rpush', KEYS[4], ARGV[2])
             end

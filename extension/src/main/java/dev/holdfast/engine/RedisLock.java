@@ -192,7 +192,7 @@ final class RedisLock implements FencedLock {
     long start = System.nanoTime();
     Object waitEvent = LockEvents.waitBegins();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
-    Attempt attempt = new Attempt(Thread.currentThread().getId(), leaseMillis);
+    Attempt attempt = new Attempt(Thread.currentThread().getId(), leaseMillis, waitNanos != 0);
     WaitEntry entry = null;
     boolean parked = false;
     boolean acquired = false;
@@ -276,7 +276,9 @@ final class RedisLock implements FencedLock {
           try {
             attempt.settle();
           } finally {
-            names.kind().gaveUp(engine, names, attempt.field);
+            if (attempt.waits) {
+              names.kind().gaveUp(engine, names, attempt.field);
+            }
           }
         }
       } finally {
@@ -298,13 +300,16 @@ final class RedisLock implements FencedLock {
     private final long leaseMillis;
     private final Hold.Id id;
     final String field;
+    /** Whether the call waits when refused (else it is a single try). */
+    final boolean waits;
     /** The request being tried; kept until answered, so that re-sends are the same request. */
     private String requestId;
     private int requestExpected;
     /** Whether {@link #requestId} was sent and never answered. */
     private boolean uncertain;
 
-    Attempt(long threadId, long leaseMillis) {
+    Attempt(long threadId, long leaseMillis, boolean waits) {
+      this.waits = waits;
       this.threadId = threadId;
       this.leaseMillis = leaseMillis;
       this.id = new Hold.Id(names.holdKey(), threadId);
@@ -356,7 +361,8 @@ final class RedisLock implements FencedLock {
       try {
         replicated = engine.topology().evalReplicated(names.kind().acquire(),
             keys(names.key(), names.markerPrefix() + request, names.tokenKey()),
-            sealed -> args(field, Long.toString(lease), field, Integer.toString(expected),
+            sealed -> acquireArgs(field, waits, Long.toString(lease), field,
+                Integer.toString(expected),
                 sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
                 Long.toString(TOKEN_KEY_MILLIS + lease)),
             resend);
@@ -774,6 +780,13 @@ final class RedisLock implements FencedLock {
     List<String> all = new java.util.ArrayList<>(standard.length + extra.size());
     all.addAll(List.of(standard));
     all.addAll(extra);
+    return all;
+  }
+
+  /** An acquisition's standard arguments followed by the kind's extra ones. */
+  private List<String> acquireArgs(String field, boolean waits, String... standard) {
+    List<String> all = new java.util.ArrayList<>(List.of(standard));
+    all.addAll(names.kind().acquireExtraArgs(engine, names, field, waits));
     return all;
   }
 

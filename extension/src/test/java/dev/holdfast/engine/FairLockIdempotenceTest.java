@@ -66,7 +66,7 @@ class FairLockIdempotenceTest {
   /** ACQUIRE's arguments for a fresh acquisition by {@code field}, then the fair extras. */
   private static List<String> fresh(String field, boolean sealed) {
     return List.of("10000", field, "0", sealed ? "1" : "0", "60000", "0", "60000", "60000",
-        "publish", CHANNEL);
+        "publish", CHANNEL, "1");
   }
 
   @Test

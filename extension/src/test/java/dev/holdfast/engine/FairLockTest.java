@@ -112,7 +112,11 @@ class FairLockTest {
       jedis.rpush(QUEUE, "someone:1");
     }
     DistributedLock lock = a.getFairLock("fair");
+    redis.server().withAdmin(Jedis::configResetStat);
     assertFalse(lock.tryLock());
+    String stats = redis.server().withAdmin(j -> j.info("commandstats"));
+    assertTrue(stats.contains("cmdstat_evalsha:calls=1,"),
+        "a single try is one script call, without queueing and leaving: " + stats);
     assertFalse(lock.isLocked());
     assertEquals(List.of("someone:1"), queue(), "a failed tryLock() left no entry behind");
 
