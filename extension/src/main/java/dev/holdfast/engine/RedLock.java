@@ -232,9 +232,10 @@ final class RedLock implements DistributedLock {
   /**
    * Releases every member (those this thread does not hold answer that, and are skipped).
    *
-   * @throws IllegalMonitorStateException if fewer than a majority were held by this thread
-   *     (never held, or lost); the members' exceptions are suppressed
-   * @throws LockException if fewer than a majority could be released because servers failed
+   * @throws IllegalMonitorStateException if a majority of members answered that this thread
+   *     does not hold them (never held, or lost); the members' exceptions are suppressed
+   * @throws LockException if fewer than a majority could be released otherwise, because servers
+   *     failed to answer
    */
   @Override
   public void unlock() {
@@ -256,9 +257,11 @@ final class RedLock implements DistributedLock {
       }
       return;
     }
-    boolean onlyNotHeld =
-        failures.stream().allMatch(IllegalMonitorStateException.class::isInstance);
-    String message = released == 0 && onlyNotHeld
+    long notHeld = failures.stream().filter(IllegalMonitorStateException.class::isInstance)
+        .count();
+    // A majority saying "not this thread's" settles it; otherwise servers failed to answer.
+    boolean onlyNotHeld = notHeld > group.size() - quorum;
+    String message = released == 0 && notHeld == failures.size()
         ? "RedLock " + getName() + " is not held by " + thread() + ": "
             + failures.get(0).getMessage()
         : "RedLock " + getName() + " was held by " + thread() + " on " + released + " of "
