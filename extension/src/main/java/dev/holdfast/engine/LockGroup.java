@@ -1,7 +1,6 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
-import dev.holdfast.LockException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
