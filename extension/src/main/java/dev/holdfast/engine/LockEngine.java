@@ -148,9 +148,15 @@ public final class LockEngine implements AutoCloseable {
     throw new UnsupportedOperationException("read-write locks: not yet"); // issue 9
   }
 
-  /** A fair lock handle; see {@code LockClient#getFairLock}. */
+  /** A fair lock handle, its own template in metrics; see {@code LockClient#getFairLock}. */
   public DistributedLock fairLock(String name) {
-    throw new UnsupportedOperationException("fair locks: not yet"); // issue 9
+    return fairLock(name, name);
+  }
+
+  /** {@link #fairLock(String)}, measured under {@code template}; no I/O. */
+  public DistributedLock fairLock(String name, String template) {
+    return new RedisLock(this, LockNames.of(config.keyPrefix(), name, FairKind.INSTANCE), false,
+        Objects.requireNonNull(template, "template"));
   }
 
   /** A multi-lock; see {@code LockClient#getMultiLock}. */
@@ -167,6 +173,23 @@ public final class LockEngine implements AutoCloseable {
   public <T> T executeInLock(DistributedLock lock, java.time.Duration waitTime,
       java.time.Duration leaseTime, java.util.function.Supplier<T> action) {
     return ExecuteInLock.run(lock, waitTime, leaseTime, action);
+  }
+
+  /**
+   * Like {@code lock.unlock()} on the calling thread, but when this unlock would end the hold,
+   * the lock stays held in Redis for {@code remaining} more and then expires (renewal stops; no
+   * {@code LockLost}). A nested hold, a non-positive {@code remaining} or a lock of another
+   * implementation is a plain unlock.
+   *
+   * @throws IllegalMonitorStateException as {@code unlock()} does
+   */
+  public void unlockAfter(DistributedLock lock, java.time.Duration remaining) {
+    Objects.requireNonNull(remaining, "remaining");
+    if (lock instanceof RedisLock redisLock) {
+      redisLock.unlockAfter(remaining.isNegative() ? 0 : remaining.toMillis());
+    } else {
+      lock.unlock();
+    }
   }
 
   /** {@link #fencedLock(String)}, measured under {@code template}. */
@@ -224,6 +247,14 @@ public final class LockEngine implements AutoCloseable {
     return topology;
   }
 
+  /**
+   * Counts a {@code @Locked(skipIfBusy = true)} call that did not run because its lock was busy
+   * (its {@code tryLock} is measured as any other acquisition).
+   */
+  public void skipped(String template) {
+    observer.skipped(template);
+  }
+
   LockObserver observer() {
     return observer;
   }
@@ -254,6 +285,11 @@ public final class LockEngine implements AutoCloseable {
 
   long watchdogMillis() {
     return watchdogMillis;
+  }
+
+  /** How long a fair waiter may go without refreshing its place (holdfast.fair.waiter-timeout). */
+  long fairWaiterMillis() {
+    return config.fairWaiterTimeout().toMillis();
   }
 
   /** How long a marker lives: short for a final release's first attempt, long once sealed. */
@@ -522,10 +558,13 @@ public final class LockEngine implements AutoCloseable {
       int attempts) {
     // No WAIT: whatever a settling call undoes was never granted or is already reported lost,
     // and a copy of it that a failover forgets expires with its lease.
-    List<String> args = List.of(field, Integer.toString(expected), kind,
-        topology.publishCommand(), names.channel(), Long.toString(sealMillis));
-    return (List<?>) topology.eval(LockScripts.RESOLVE,
-        List.of(names.key(), names.markerPrefix() + requestId), sealed -> args, false, attempts);
+    List<String> args = new ArrayList<>(List.of(field, Integer.toString(expected), kind,
+        topology.publishCommand(), names.channel(), Long.toString(sealMillis)));
+    args.addAll(names.kind().extraArgs(this, names, field));
+    List<String> keys = new ArrayList<>(List.of(names.key(), names.markerPrefix() + requestId));
+    keys.addAll(names.kind().extraKeys(names));
+    return (List<?>) topology.eval(names.kind().resolve(), keys, sealed -> args, false,
+        attempts);
   }
 
   private void pingSubscribers() {
