@@ -130,45 +130,125 @@ public final class LockClient implements AutoCloseable {
   }
 
   /**
-   * A lock that holds all of {@code locks} or none of them: acquiring it acquires each (in a
-   * fixed order, so two multi-locks over the same locks never deadlock), and an acquisition that
-   * fails releases the ones it took. The locks may come from different clients and Redis
-   * deployments. No I/O.
+   * A lock that holds all of {@code locks} or none of them. The locks may be of any kind and come
+   * from different clients and Redis deployments. No I/O.
    *
-   * @param locks at least one lock, none null, no name twice
+   * <pre>{@code
+   * DistributedLock both = locks.getMultiLock(locks.getLock("account:1"), locks.getLock("account:2"));
+   * both.lock();
+   * try {
+   *   transfer(1, 2);
+   * } finally {
+   *   both.unlock();
+   * }
+   * }</pre>
+   *
+   * <ul>
+   *   <li><b>Acquiring</b> takes every lock on the calling thread. A lock that stays busy makes
+   *       the acquisition release every lock it took, wait for that one first (holding nothing),
+   *       and try the rest again within the remaining wait; other locks are waited for only
+   *       briefly while some are held. So two multi-locks over the same locks, taken in any order
+   *       by any threads or processes, never deadlock, and a {@code tryLock} that fails or an
+   *       acquisition that throws holds none of them.</li>
+   *   <li><b>Leases:</b> a lease argument is passed to each lock and counts from when that lock
+   *       was acquired; without one, each lock is kept by its own client's watchdog.</li>
+   *   <li><b>Reentrant:</b> each acquisition re-enters every lock; each needs its own
+   *       {@code unlock()}.</li>
+   *   <li>{@code unlock()} releases one hold of every lock, trying each even when some fail; if
+   *       some fail, it throws an {@link IllegalMonitorStateException} (they were not held by this
+   *       thread: never acquired, or lost) or a {@link LockException} (Redis failed), naming them,
+   *       with each lock's exception suppressed.</li>
+   *   <li>{@code isLocked()}: whether <em>any</em> of the locks is held by anyone (so the
+   *       multi-lock cannot be taken now); {@code isHeldByCurrentThread()} and
+   *       {@code isHeldByThread}: whether the thread holds <em>all</em> of them;
+   *       {@code getHoldCount()}: the smallest hold count among them;
+   *       {@code remainTimeToLive()}: the shortest remaining lease ({@code -2} if one of them is
+   *       not held, {@code -1} if none expires); {@code forceUnlock()}: force-unlocks each,
+   *       {@code true} if any was held; {@code getName()}: {@code multi[a, b, …]};
+   *       {@code newCondition()}: unsupported.</li>
+   *   <li>Losses are reported per lock, by each lock's own client ({@link #onLockLost}).</li>
+   * </ul>
+   *
+   * @param locks at least one lock, none null, no lock twice
    * @return a lock over all of them
-   * @throws IllegalArgumentException if {@code locks} is empty or holds a lock twice
+   * @throws IllegalArgumentException if {@code locks} is empty or contains null, or contains one
+   *     lock twice (two handles of one client for one name are the same lock)
    */
   public DistributedLock getMultiLock(DistributedLock... locks) {
     return engine.multiLock(locks);
   }
 
   /**
-   * A lock over locks on independent Redis servers, held when a majority of them is acquired
-   * (the Redlock algorithm). See the README's RedLock section for what it does and does not
-   * protect against. No I/O.
+   * A lock over the same lock on several independent Redis servers, held while a majority of them
+   * is (the Redlock algorithm). Pass one {@link #getLock(String)} (or
+   * {@link #getFencedLock(String)}) handle per server, each from a client of its own server; an
+   * odd number, at least three, is the sensible choice. See the README's RedLock section for what
+   * it does and does not protect against. No I/O.
    *
-   * @param locks the same lock name on each independent server (at least three recommended)
+   * <ul>
+   *   <li><b>Acquiring</b> asks every server once, on the calling thread, without waiting; a
+   *       server that fails (down, timing out) is a vote lost, so set a short
+   *       {@code holdfast.redis.timeout} on these clients. The round succeeds when a majority
+   *       agreed and the validity is still positive: the lease (without one, the shortest
+   *       watchdog timeout of the clients) minus the time the round took minus 1% of the lease
+   *       plus 2 ms for clock drift. Otherwise every vote won is given back and, within the wait,
+   *       the next round follows after a short random pause. When failing servers alone keep a
+   *       majority out of reach for the whole wait, the call throws {@link LockException}
+   *       instead of returning {@code false}.</li>
+   *   <li>Without a lease each server's lock is renewed by its own client's watchdog, and the
+   *       hold is believed while a majority of them is held: losing a minority does not end
+   *       it.</li>
+   *   <li>{@code unlock()} releases every server's lock; it succeeds when a majority was
+   *       released, and throws {@link IllegalMonitorStateException} when a majority answered
+   *       that this thread does not hold them, else {@link LockException}.</li>
+   *   <li>Queries count servers: {@code isLocked()} and {@code isHeldByCurrentThread()} are true
+   *       when a majority says so; {@code getHoldCount()} and {@code remainTimeToLive()} give the
+   *       value a majority has at least ({@code -2}: fewer than a majority held); a query throws
+   *       {@link LockException} when too few servers answer to tell. {@code forceUnlock()}
+   *       force-unlocks every server. {@code getName()} is the shared name.</li>
+   * </ul>
+   *
+   * @param locks one handle per independent server, normally with the same name
    * @return a lock held by a majority of them
-   * @throws IllegalArgumentException if {@code locks} is empty or holds a lock twice
+   * @throws IllegalArgumentException if {@code locks} is empty, contains null, contains one lock
+   *     twice (it would vote twice), or contains a lock not from {@link #getLock(String)} or
+   *     {@link #getFencedLock(String)}
    */
   public DistributedLock getRedLock(DistributedLock... locks) {
     return engine.redLock(locks);
   }
 
   /**
-   * Runs {@code action} while holding the lock called {@code name} and returns its result. The
-   * lock is released after the action returns and after it throws; the action's exception
-   * propagates unchanged (a failing release is then added to it as suppressed).
+   * Runs {@code action} while holding the lock called {@code name} and returns its result.
+   *
+   * <pre>{@code
+   * Report report = locks.executeInLock("nightly-report", Duration.ofSeconds(5), null, this::build);
+   * }</pre>
+   *
+   * <ol>
+   *   <li>The lock is acquired on the calling thread: a {@code null} {@code waitTime} waits as
+   *       long as it takes (interruptibly), zero or negative tries once. A {@code null}
+   *       {@code leaseTime} means the watchdog, which keeps the lock however long the action
+   *       runs.</li>
+   *   <li>The lock is released after the action returns and after it throws. The action's
+   *       exception propagates unchanged; a release that fails then is added to it as
+   *       suppressed. After a normal return a release that fails is thrown (for example an
+   *       {@link IllegalMonitorStateException} saying the lock was lost while the action ran).</li>
+   * </ol>
    *
    * @param name the lock's name
-   * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
+   * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes; zero
+   *     or negative does not wait
    * @param leaseTime the lease; {@code null} uses the watchdog (renewed until the action ends)
    * @param action what to run while holding the lock
    * @param <T> the action's result type
    * @return what the action returned
    * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}, or the
-   *     thread was interrupted while waiting (its interrupt flag is then set again)
+   *     thread was interrupted while waiting (its interrupt flag is then set again, and the
+   *     {@link InterruptedException} is the cause); the action did not run
+   * @throws IllegalArgumentException naming {@code leaseTime} if it is zero, negative or longer
+   *     than 365 days; nothing was acquired
+   * @throws LockException if Redis cannot be reached
    */
   public <T> T executeInLock(String name, Duration waitTime, Duration leaseTime,
       Supplier<T> action) {
@@ -183,7 +263,8 @@ public final class LockClient implements AutoCloseable {
    * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
    * @param leaseTime the lease; {@code null} uses the watchdog
    * @param action what to run while holding the lock
-   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}, or
+   *     the wait was interrupted
    */
   public void executeInLock(String name, Duration waitTime, Duration leaseTime, Runnable action) {
     Objects.requireNonNull(action, "action");
@@ -203,7 +284,8 @@ public final class LockClient implements AutoCloseable {
    * @param action what to run while holding the lock
    * @param <T> the action's result type
    * @return what the action returned
-   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}, or
+   *     the wait was interrupted
    */
   public <T> T executeInLock(DistributedLock lock, Duration waitTime, Duration leaseTime,
       Supplier<T> action) {
@@ -218,7 +300,8 @@ public final class LockClient implements AutoCloseable {
    * @param waitTime how long to wait for the lock; {@code null} waits as long as it takes
    * @param leaseTime the lease; {@code null} uses the watchdog
    * @param action what to run while holding the lock
-   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}
+   * @throws LockNotAcquiredException if the lock was not acquired within {@code waitTime}, or
+   *     the wait was interrupted
    */
   public void executeInLock(DistributedLock lock, Duration waitTime, Duration leaseTime,
       Runnable action) {

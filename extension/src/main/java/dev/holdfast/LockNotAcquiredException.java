@@ -3,9 +3,11 @@ package dev.holdfast;
 import java.time.Duration;
 
 /**
- * A {@link Locked} method did not run because its lock stayed held by someone else for the whole
- * {@link Locked#waitTime() wait}, or because the waiting thread was interrupted (then the
- * interrupt flag is set again and the cause is the {@link InterruptedException}).
+ * A {@link Locked} method, or the action of {@link LockClient#executeInLock(String,
+ * java.time.Duration, java.time.Duration, java.util.function.Supplier) executeInLock}, did not run
+ * because its lock stayed held by someone else for the whole {@link Locked#waitTime() wait}, or
+ * because the waiting thread was interrupted (then the interrupt flag is set again and the cause
+ * is the {@link InterruptedException}).
  */
 public class LockNotAcquiredException extends LockException {
   private static final long serialVersionUID = 1L;

@@ -161,18 +161,18 @@ public final class LockEngine implements AutoCloseable {
 
   /** A multi-lock; see {@code LockClient#getMultiLock}. */
   public DistributedLock multiLock(DistributedLock... locks) {
-    throw new UnsupportedOperationException("multi-locks: not yet"); // issue 9
+    return new MultiLock(locks);
   }
 
   /** A RedLock; see {@code LockClient#getRedLock}. */
   public DistributedLock redLock(DistributedLock... locks) {
-    throw new UnsupportedOperationException("RedLock: not yet"); // issue 9
+    return new RedLock(locks);
   }
 
   /** {@code LockClient#executeInLock}. */
   public <T> T executeInLock(DistributedLock lock, java.time.Duration waitTime,
       java.time.Duration leaseTime, java.util.function.Supplier<T> action) {
-    throw new UnsupportedOperationException("executeInLock: not yet"); // issue 9
+    return ExecuteInLock.run(lock, waitTime, leaseTime, action);
   }
 
   /**

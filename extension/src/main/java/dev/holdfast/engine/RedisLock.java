@@ -64,6 +64,11 @@ final class RedisLock implements FencedLock {
     return names.name();
   }
 
+  /** The client this handle belongs to (for composite locks: identity and watchdog timeout). */
+  LockEngine engine() {
+    return engine;
+  }
+
   @Override
   public void lock() {
     acquireUninterruptibly(WATCHDOG);

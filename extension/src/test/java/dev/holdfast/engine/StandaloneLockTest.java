@@ -28,7 +28,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import redis.clients.jedis.Jedis;
 
-/** The lock's contract against one real redis-server. */
+/**
+ * The exclusive lock against one real redis-server: its Redis layout, messages, clients and
+ * contention. The contract every lock kind keeps is in {@link LockContractTest}.
+ */
 class StandaloneLockTest {
 
   @RegisterExtension
@@ -79,23 +82,6 @@ class StandaloneLockTest {
   }
 
   @Test
-  void reentrantLock_countsHolds_andReleasesOnLastUnlock() {
-    DistributedLock lock = client.getLock("reentrant");
-    lock.lock();
-    lock.lock(10, TimeUnit.SECONDS);
-    assertTrue(lock.tryLock());
-    assertEquals(3, lock.getHoldCount());
-    lock.unlock();
-    assertEquals(2, lock.getHoldCount());
-    lock.unlock();
-    assertTrue(lock.isLocked());
-    lock.unlock();
-    assertEquals(0, lock.getHoldCount());
-    assertFalse(lock.isLocked());
-    assertTrue(Clients.engine(client).holds().isEmpty(), "no hold left behind");
-  }
-
-  @Test
   void unlock_byNonOwnerThread_throwsAndKeepsLock() throws Exception {
     DistributedLock lock = client.getLock("owned");
     lock.lock();
@@ -127,25 +113,6 @@ class StandaloneLockTest {
     IllegalMonitorStateException e =
         assertThrows(IllegalMonitorStateException.class, () -> client.getLock("free").unlock());
     assertTrue(e.getMessage().contains("'free' is not held"), e.getMessage());
-  }
-
-  @Test
-  void tryLock_heldElsewhere_returnsFalseWithoutWaiting() throws Exception {
-    client.getLock("busy").lock();
-    DistributedLock other = clients.create(config).getLock("busy");
-    assertFalse(inOtherThread(() -> other.tryLock()));
-    assertFalse(inOtherThread(() -> other.tryLock(0, TimeUnit.SECONDS)));
-  }
-
-  @Test
-  void tryLock_withWait_givesUpAfterTheWait() throws Exception {
-    client.getLock("busy").lock();
-    DistributedLock other = clients.create(config).getLock("busy");
-    long start = System.nanoTime();
-    assertFalse(other.tryLock(300, TimeUnit.MILLISECONDS));
-    long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-    assertTrue(waited >= 290 && waited < 5_000, "waited " + waited + "ms");
-    Await.until(Duration.ofSeconds(5), () -> channels().isEmpty(), "subscription released");
   }
 
   @Test
@@ -278,26 +245,6 @@ class StandaloneLockTest {
     assertFalse(flagAfterLock.isDone());
     held.unlock();
     assertTrue(flagAfterLock.get(5, TimeUnit.SECONDS), "interrupt flag restored");
-  }
-
-  @Test
-  void queries_reportState() throws Exception {
-    DistributedLock lock = client.getLock("observed");
-    assertFalse(lock.isLocked());
-    assertEquals(-2, lock.remainTimeToLive());
-    lock.lock(5, TimeUnit.SECONDS);
-    long me = Thread.currentThread().getId();
-    assertTrue(lock.isLocked());
-    assertTrue(lock.isHeldByCurrentThread());
-    assertTrue(lock.isHeldByThread(me));
-    assertFalse(lock.isHeldByThread(me + 1));
-    assertFalse(inOtherThread(lock::isHeldByCurrentThread));
-    assertEquals(0, (int) inOtherThread(lock::getHoldCount));
-    long ttl = lock.remainTimeToLive();
-    assertTrue(ttl > 4_000 && ttl <= 5_000, "ttl " + ttl);
-    assertEquals("observed", lock.getName());
-    assertThrows(UnsupportedOperationException.class, lock::newCondition);
-    lock.unlock();
   }
 
   @Test

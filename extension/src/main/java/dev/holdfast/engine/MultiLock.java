@@ -1,0 +1,324 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+
+/**
+ * All of several locks or none of them ({@code LockClient#getMultiLock}).
+ *
+ * <p><b>Why back-off and not only an order.</b> Taking the members in one global order is enough
+ * to avoid deadlock only when every party uses that order — but the members may come from
+ * several clients, the same name may exist in two deployments, and a plain holder of one member
+ * takes part too. So each acquisition works in rounds: the first member of a round is waited for
+ * as long as the caller allows (holding nothing, so that wait cannot deadlock), every other
+ * member only for a short, randomised step; a member that is still busy then makes the round
+ * release everything it took, and the next round starts by waiting for that member. Bounded
+ * waits while holding something rule out deadlock; the randomised step breaks the symmetry of two
+ * threads that collide in opposite orders (one of them gives up first, and the other, still
+ * waiting, is woken by its unlock). Members are sorted by name so that multi-locks over the same
+ * names usually do not collide at all.
+ *
+ * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
+ * thread-bound), so members may be of any kind and from any client. Immutable and thread-safe.
+ */
+final class MultiLock implements DistributedLock {
+  /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
+  private static final long STEP_MIN_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+  private static final long STEP_SPREAD_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+  private static final long NONE = LockGroup.NONE;
+
+  private final LockGroup group;
+  /** The members in acquisition order: by name, then as given. */
+  private final List<DistributedLock> order;
+
+  MultiLock(DistributedLock... locks) {
+    this.group = LockGroup.of("multi-lock", locks);
+    List<DistributedLock> sorted = new ArrayList<>(group.members());
+    sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
+    this.order = List.copyOf(sorted);
+  }
+
+  /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
+  @Override
+  public String getName() {
+    return "multi[" + group.names() + "]";
+  }
+
+  @Override
+  public void lock() {
+    acquireUninterruptibly(NONE);
+  }
+
+  @Override
+  public void lock(long leaseTime, TimeUnit unit) {
+    acquireUninterruptibly(LockGroup.leaseMillis(leaseTime, unit));
+  }
+
+  @Override
+  public void lockInterruptibly() throws InterruptedException {
+    acquire(NONE, NONE, true);
+  }
+
+  @Override
+  public void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException {
+    acquire(NONE, LockGroup.leaseMillis(leaseTime, unit), true);
+  }
+
+  @Override
+  public boolean tryLock() {
+    try {
+      return acquire(0, NONE, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
+    }
+  }
+
+  @Override
+  public boolean tryLock(long waitTime, TimeUnit unit) throws InterruptedException {
+    return acquire(LockGroup.waitNanos(waitTime, unit), NONE, true);
+  }
+
+  @Override
+  public boolean tryLock(long waitTime, long leaseTime, TimeUnit unit)
+      throws InterruptedException {
+    long lease = LockGroup.leaseMillis(leaseTime, unit);
+    return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
+  }
+
+  private void acquireUninterruptibly(long leaseMillis) {
+    try {
+      acquire(NONE, leaseMillis, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
+    }
+  }
+
+  /**
+   * The rounds described in the class comment.
+   *
+   * @param waitNanos {@link #NONE} for no bound, 0 to try each member once, else the bound
+   * @param leaseMillis {@link #NONE} for the watchdog, else each member's lease
+   * @param interruptible whether an interrupt ends the call; if not, it is remembered and the
+   *     flag restored at the end
+   */
+  private boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
+      throws InterruptedException {
+    if (interruptible && Thread.interrupted()) {
+      throw new InterruptedException();
+    }
+    long start = System.nanoTime();
+    int n = order.size();
+    int first = 0;
+    boolean interrupted = false;
+    try {
+      while (true) {
+        List<DistributedLock> held = new ArrayList<>(n);
+        int busy = -1;
+        try {
+          for (int k = 0; k < n && busy < 0; k++) {
+            int i = (first + k) % n;
+            long remaining = waitNanos == NONE ? NONE
+                : Math.max(0, waitNanos - (System.nanoTime() - start));
+            long wait = k == 0 || remaining == 0 ? remaining
+                : remaining == NONE ? step() : Math.min(remaining, step());
+            if (LockGroup.acquire(order.get(i), wait, leaseMillis)) {
+              held.add(order.get(i));
+            } else {
+              busy = i;
+            }
+          }
+        } catch (InterruptedException e) {
+          LockGroup.releaseQuietly(held, e);
+          if (interruptible) {
+            throw e;
+          }
+          interrupted = true; // lock() waits on: try the round again
+          continue;
+        } catch (RuntimeException | Error e) {
+          // Redis unreachable, a lost re-entry, an illegal upgrade…: nothing stays held.
+          LockGroup.releaseQuietly(held, e);
+          throw e;
+        }
+        if (busy < 0) {
+          return true;
+        }
+        Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
+        if (releaseFailure != null) {
+          throw new LockException("Multi-lock " + getName() + " gave up its members after '"
+              + order.get(busy).getName() + "' stayed busy, but could not release them all; "
+              + "those not released expire with their lease: " + releaseFailure.getMessage(),
+              releaseFailure);
+        }
+        if (waitNanos != NONE && System.nanoTime() - start >= waitNanos) {
+          return false;
+        }
+        first = busy; // wait for the busy member first, holding nothing
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private static long step() {
+    return STEP_MIN_NANOS + ThreadLocalRandom.current().nextLong(STEP_SPREAD_NANOS);
+  }
+
+  /**
+   * Releases one hold of every member, newest-acquired first, trying every one whatever the
+   * others do.
+   *
+   * @throws IllegalMonitorStateException if some members were not held by this thread (never
+   *     held, or lost) and the others released fine; the members' exceptions are suppressed
+   * @throws LockException if some release failed otherwise (Redis unreachable); every member's
+   *     exception is suppressed or the cause
+   */
+  @Override
+  public void unlock() {
+    List<RuntimeException> failures = new ArrayList<>();
+    List<String> failed = new ArrayList<>();
+    for (int i = order.size() - 1; i >= 0; i--) {
+      try {
+        order.get(i).unlock();
+      } catch (RuntimeException e) {
+        failures.add(e);
+        failed.add(order.get(i).getName());
+      }
+    }
+    if (failures.isEmpty()) {
+      return;
+    }
+    boolean onlyNotHeld = failures.stream().allMatch(IllegalMonitorStateException.class::isInstance);
+    String message;
+    if (onlyNotHeld && failures.size() == order.size()) {
+      message = "Multi-lock " + getName() + " is not held by " + thread() + ": "
+          + failures.get(0).getMessage();
+    } else {
+      message = "unlock() of multi-lock " + getName() + " failed for " + failed + " ("
+          + (order.size() - failures.size()) + " of " + order.size() + " released): "
+          + failures.get(0).getMessage();
+    }
+    RuntimeException thrown = onlyNotHeld ? new IllegalMonitorStateException(message)
+        : new LockException(message, failures.stream()
+            .filter(e -> !(e instanceof IllegalMonitorStateException)).findFirst().orElseThrow());
+    for (RuntimeException e : failures) {
+      if (e != thrown.getCause()) {
+        thrown.addSuppressed(e);
+      }
+    }
+    throw thrown;
+  }
+
+  /**
+   * Force-unlocks every member, trying every one.
+   *
+   * @return whether any member was deleted
+   */
+  @Override
+  public boolean forceUnlock() {
+    boolean any = false;
+    RuntimeException failure = null;
+    for (DistributedLock m : order) {
+      try {
+        any |= m.forceUnlock();
+      } catch (RuntimeException e) {
+        if (failure == null) {
+          failure = e;
+        } else {
+          failure.addSuppressed(e);
+        }
+      }
+    }
+    if (failure != null) {
+      throw failure;
+    }
+    return any;
+  }
+
+  /** {@return whether any member is held by anyone} (so the multi-lock cannot be taken now) */
+  @Override
+  public boolean isLocked() {
+    for (DistributedLock m : order) {
+      if (m.isLocked()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** {@return whether the calling thread holds every member} */
+  @Override
+  public boolean isHeldByCurrentThread() {
+    for (DistributedLock m : order) {
+      if (!m.isHeldByCurrentThread()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** {@return whether the thread holds every member} */
+  @Override
+  public boolean isHeldByThread(long threadId) {
+    for (DistributedLock m : order) {
+      if (!m.isHeldByThread(threadId)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** {@return the smallest hold count of the members: how many complete holds are open} */
+  @Override
+  public int getHoldCount() {
+    int min = Integer.MAX_VALUE;
+    for (DistributedLock m : order) {
+      min = Math.min(min, m.getHoldCount());
+      if (min == 0) {
+        return 0;
+      }
+    }
+    return min;
+  }
+
+  /**
+   * {@return how long every member stays held: the smallest remaining lease; -2 if some member
+   * is not held, -1 if none expires}
+   */
+  @Override
+  public long remainTimeToLive() {
+    long min = -1;
+    for (DistributedLock m : order) {
+      long ttl = m.remainTimeToLive();
+      if (ttl == -2) {
+        return -2;
+      }
+      if (ttl >= 0 && (min == -1 || ttl < min)) {
+        min = ttl;
+      }
+    }
+    return min;
+  }
+
+  @Override
+  public Condition newCondition() {
+    throw new UnsupportedOperationException("A multi-lock has no conditions");
+  }
+
+  @Override
+  public String toString() {
+    return "MultiLock[" + group.names() + "]";
+  }
+
+  private static String thread() {
+    Thread t = Thread.currentThread();
+    return "thread " + t.getName() + " (id " + t.getId() + ")";
+  }
+}

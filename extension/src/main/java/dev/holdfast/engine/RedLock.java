@@ -1,0 +1,404 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockException;
+import java.lang.System.Logger.Level;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+
+/**
+ * The Redlock algorithm over locks on independent Redis servers ({@code LockClient#getRedLock}).
+ *
+ * <p>An acquisition works in rounds. A round asks every member once, without waiting (one round
+ * trip each, on the calling thread: the locks are thread-bound, so the votes cannot be collected
+ * on pool threads). A member that answers with an error — its server refused the connection,
+ * timed out, failed over — is a failed vote, not a failure of the whole lock. The round wins when
+ * a majority voted yes and the <em>validity</em> is still positive: the lease (the watchdog
+ * timeout of the members' clients when there is no lease) minus the time the round took minus a
+ * clock-drift allowance of 1% of the lease plus 2 ms. A round that loses releases every vote it
+ * won and, if the wait allows, the next round follows after a short random delay (so that
+ * competitors that split the vote do not collide again in step).
+ *
+ * <p>The hold is believed while a majority of members is held: the queries count members, and
+ * {@link #unlock()} releases every member and succeeds when a majority was released. With the
+ * watchdog, each member is renewed by its own client; a minority that is lost (its server
+ * restarted empty) does not end the hold. Immutable and thread-safe.
+ */
+final class RedLock implements DistributedLock {
+  private static final System.Logger LOG = System.getLogger(RedLock.class.getName());
+  private static final long NONE = LockGroup.NONE;
+  /** The random pause between two rounds, in ms: [min, min+spread). */
+  private static final long RETRY_MIN_MILLIS = 20;
+  private static final long RETRY_SPREAD_MILLIS = 80;
+
+  private final LockGroup group;
+  private final int quorum;
+  /** The shortest watchdog timeout of the members' clients: the lease of a watchdog hold. */
+  private final long watchdogMillis;
+
+  RedLock(DistributedLock... locks) {
+    this.group = LockGroup.of("RedLock", locks);
+    this.quorum = group.size() / 2 + 1;
+    long shortest = Long.MAX_VALUE;
+    List<DistributedLock> members = group.members();
+    for (int i = 0; i < members.size(); i++) {
+      if (!(members.get(i) instanceof RedisLock r)) {
+        throw new IllegalArgumentException("A RedLock takes locks from LockClient.getLock or "
+            + "getFencedLock, one per independent Redis server; lock " + i + " ('"
+            + members.get(i).getName() + "') is a " + members.get(i).getClass().getSimpleName());
+      }
+      shortest = Math.min(shortest, r.engine().watchdogMillis());
+    }
+    this.watchdogMillis = shortest;
+  }
+
+  /**
+   * The validity left after a round that took {@code elapsedNanos} under a lease of
+   * {@code leaseMillis}: the lease, less the round, less the drift allowance.
+   */
+  static long validityMillis(long leaseMillis, long elapsedNanos) {
+    long elapsed = TimeUnit.NANOSECONDS.toMillis(elapsedNanos) + 1; // round up
+    return leaseMillis - elapsed - driftMillis(leaseMillis);
+  }
+
+  /** How far the servers' clocks may run ahead of ours over a lease: 1% plus 2 ms. */
+  static long driftMillis(long leaseMillis) {
+    return leaseMillis / 100 + 2;
+  }
+
+  int quorum() {
+    return quorum;
+  }
+
+  /** {@return the members' name when they share one (the usual case), else {@code redlock[…]}} */
+  @Override
+  public String getName() {
+    String first = group.members().get(0).getName();
+    for (DistributedLock m : group.members()) {
+      if (!m.getName().equals(first)) {
+        return "redlock[" + group.names() + "]";
+      }
+    }
+    return first;
+  }
+
+  @Override
+  public void lock() {
+    acquireUninterruptibly(NONE);
+  }
+
+  @Override
+  public void lock(long leaseTime, TimeUnit unit) {
+    acquireUninterruptibly(LockGroup.leaseMillis(leaseTime, unit));
+  }
+
+  @Override
+  public void lockInterruptibly() throws InterruptedException {
+    acquire(NONE, NONE, true);
+  }
+
+  @Override
+  public void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException {
+    acquire(NONE, LockGroup.leaseMillis(leaseTime, unit), true);
+  }
+
+  @Override
+  public boolean tryLock() {
+    try {
+      return acquire(0, NONE, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
+    }
+  }
+
+  @Override
+  public boolean tryLock(long waitTime, TimeUnit unit) throws InterruptedException {
+    return acquire(LockGroup.waitNanos(waitTime, unit), NONE, true);
+  }
+
+  @Override
+  public boolean tryLock(long waitTime, long leaseTime, TimeUnit unit)
+      throws InterruptedException {
+    long lease = LockGroup.leaseMillis(leaseTime, unit);
+    return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
+  }
+
+  private void acquireUninterruptibly(long leaseMillis) {
+    try {
+      acquire(NONE, leaseMillis, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
+    }
+  }
+
+  /**
+   * The rounds described in the class comment. When Redis errors alone keep a majority out of
+   * reach for the whole wait (or, without a bound, for one watchdog timeout), the call throws
+   * instead of answering {@code false}, like a single lock whose server is down.
+   */
+  private boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
+      throws InterruptedException {
+    if (interruptible && Thread.interrupted()) {
+      throw new InterruptedException();
+    }
+    long lease = leaseMillis == NONE ? watchdogMillis : leaseMillis;
+    long start = System.nanoTime();
+    long unreachableSince = 0;
+    boolean interrupted = false;
+    try {
+      while (true) {
+        long roundStart = System.nanoTime();
+        List<DistributedLock> held = new ArrayList<>(group.size());
+        List<RuntimeException> errors = new ArrayList<>();
+        try {
+          for (DistributedLock m : group.members()) {
+            try {
+              if (LockGroup.acquire(m, 0, leaseMillis)) {
+                held.add(m);
+              }
+            } catch (LockException | IllegalStateException e) {
+              errors.add(e); // a failed vote: that server is down, or its hold was lost
+            }
+          }
+        } catch (InterruptedException e) {
+          LockGroup.releaseQuietly(held, e);
+          if (interruptible) {
+            throw e;
+          }
+          interrupted = true;
+          continue;
+        } catch (RuntimeException | Error e) {
+          LockGroup.releaseQuietly(held, e);
+          throw e;
+        }
+        long validity = validityMillis(lease, System.nanoTime() - roundStart);
+        if (held.size() >= quorum && validity > 0) {
+          return true;
+        }
+        Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
+        if (releaseFailure != null) {
+          // That server's vote expires with its lease; the others are free again.
+          LOG.log(Level.DEBUG, () -> "RedLock " + getName() + ": releasing a lost round's vote "
+              + "failed: " + releaseFailure.getMessage());
+        }
+        LOG.log(Level.DEBUG, () -> "RedLock " + getName() + ": round won " + held.size() + " of "
+            + group.size() + " votes (quorum " + quorum + "), validity " + validity + "ms, "
+            + errors.size() + " errors");
+        long now = System.nanoTime();
+        boolean unreachable = errors.size() > group.size() - quorum;
+        unreachableSince = unreachable ? (unreachableSince == 0 ? now : unreachableSince) : 0;
+        boolean waitOver = waitNanos == 0 || (waitNanos != NONE && now - start >= waitNanos);
+        if (unreachable && (waitOver || (waitNanos == NONE
+            && now - unreachableSince > TimeUnit.MILLISECONDS.toNanos(watchdogMillis)))) {
+          throw noMajority(errors);
+        }
+        if (waitOver) {
+          return false;
+        }
+        long pause = TimeUnit.MILLISECONDS.toNanos(RETRY_MIN_MILLIS
+            + ThreadLocalRandom.current().nextLong(RETRY_SPREAD_MILLIS));
+        if (waitNanos != NONE) {
+          pause = Math.min(pause, waitNanos - (now - start));
+        }
+        try {
+          TimeUnit.NANOSECONDS.sleep(pause);
+        } catch (InterruptedException e) {
+          if (interruptible) {
+            throw e;
+          }
+          interrupted = true;
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private LockException noMajority(List<RuntimeException> errors) {
+    LockException e = new LockException("RedLock " + getName() + " cannot reach a majority ("
+        + quorum + " of " + group.size() + "): " + errors.size() + " servers failed, first: "
+        + errors.get(0).getMessage(), errors.get(0));
+    for (int i = 1; i < errors.size(); i++) {
+      e.addSuppressed(errors.get(i));
+    }
+    return e;
+  }
+
+  /**
+   * Releases every member (those this thread does not hold answer that, and are skipped).
+   *
+   * @throws IllegalMonitorStateException if a majority of members answered that this thread
+   *     does not hold them (never held, or lost); the members' exceptions are suppressed
+   * @throws LockException if fewer than a majority could be released otherwise, because servers
+   *     failed to answer
+   */
+  @Override
+  public void unlock() {
+    int released = 0;
+    List<RuntimeException> failures = new ArrayList<>();
+    for (DistributedLock m : group.members()) {
+      try {
+        m.unlock();
+        released++;
+      } catch (RuntimeException e) {
+        failures.add(e);
+      }
+    }
+    if (released >= quorum) {
+      if (!failures.isEmpty()) {
+        LOG.log(Level.DEBUG, () -> "RedLock " + getName() + " released on " + (group.size()
+            - failures.size()) + " of " + group.size() + " servers; first failure: "
+            + failures.get(0).getMessage());
+      }
+      return;
+    }
+    long notHeld = failures.stream().filter(IllegalMonitorStateException.class::isInstance)
+        .count();
+    // A majority saying "not this thread's" settles it; otherwise servers failed to answer.
+    boolean onlyNotHeld = notHeld > group.size() - quorum;
+    String message = released == 0 && notHeld == failures.size()
+        ? "RedLock " + getName() + " is not held by " + thread() + ": "
+            + failures.get(0).getMessage()
+        : "RedLock " + getName() + " was held by " + thread() + " on " + released + " of "
+            + group.size() + " servers at unlock(), fewer than a majority (" + quorum + "); "
+            + "all were released where possible. First failure: " + failures.get(0).getMessage();
+    RuntimeException thrown = onlyNotHeld ? new IllegalMonitorStateException(message)
+        : new LockException(message, failures.stream()
+            .filter(e -> !(e instanceof IllegalMonitorStateException)).findFirst().orElseThrow());
+    for (RuntimeException e : failures) {
+      if (e != thrown.getCause()) {
+        thrown.addSuppressed(e);
+      }
+    }
+    throw thrown;
+  }
+
+  /**
+   * Force-unlocks every member that can be reached.
+   *
+   * @return whether any member was deleted
+   * @throws LockException if fewer than a majority of servers answered
+   */
+  @Override
+  public boolean forceUnlock() {
+    boolean any = false;
+    List<RuntimeException> errors = new ArrayList<>();
+    for (DistributedLock m : group.members()) {
+      try {
+        any |= m.forceUnlock();
+      } catch (RuntimeException e) {
+        errors.add(e);
+      }
+    }
+    if (errors.size() > group.size() - quorum) {
+      throw noMajority(errors);
+    }
+    return any;
+  }
+
+  /** {@return whether a majority of members is held by anyone} */
+  @Override
+  public boolean isLocked() {
+    return majority(DistributedLock::isLocked);
+  }
+
+  /** {@return whether the calling thread holds a majority of members} */
+  @Override
+  public boolean isHeldByCurrentThread() {
+    return majority(DistributedLock::isHeldByCurrentThread);
+  }
+
+  /** {@return whether the thread holds a majority of members} */
+  @Override
+  public boolean isHeldByThread(long threadId) {
+    return majority(m -> m.isHeldByThread(threadId));
+  }
+
+  /** {@return the count a majority of members has at least: the quorum-th largest count} */
+  @Override
+  public int getHoldCount() {
+    return (int) quorumth(m -> (long) m.getHoldCount(), 0);
+  }
+
+  /**
+   * {@return how long a majority of members stays held: the quorum-th longest remaining lease;
+   * -2 if fewer than a majority are held, -1 if a majority never expires}
+   */
+  @Override
+  public long remainTimeToLive() {
+    long ttl = quorumth(m -> {
+      long t = m.remainTimeToLive();
+      return t == -1 ? Long.MAX_VALUE : t;
+    }, -2);
+    return ttl == Long.MAX_VALUE ? -1 : ttl;
+  }
+
+  private interface Query {
+    long ask(DistributedLock member);
+  }
+
+  private interface Test {
+    boolean ask(DistributedLock member);
+  }
+
+  /**
+   * Whether a majority answers yes; a member that fails answers no, and when too few answer to
+   * tell, the query fails.
+   */
+  private boolean majority(Test test) {
+    int yes = 0;
+    List<RuntimeException> errors = new ArrayList<>();
+    for (DistributedLock m : group.members()) {
+      try {
+        if (test.ask(m)) {
+          yes++;
+        }
+      } catch (LockException e) {
+        errors.add(e);
+      }
+    }
+    if (yes < quorum && group.size() - errors.size() < quorum) {
+      throw noMajority(errors);
+    }
+    return yes >= quorum;
+  }
+
+  /** The quorum-th largest answer; a member that fails answers {@code failed}. */
+  private long quorumth(Query query, long failed) {
+    List<Long> answers = new ArrayList<>();
+    List<RuntimeException> errors = new ArrayList<>();
+    for (DistributedLock m : group.members()) {
+      try {
+        answers.add(query.ask(m));
+      } catch (LockException e) {
+        errors.add(e);
+        answers.add(failed);
+      }
+    }
+    if (errors.size() > group.size() - quorum) {
+      throw noMajority(errors);
+    }
+    answers.sort(java.util.Comparator.reverseOrder());
+    return answers.get(quorum - 1);
+  }
+
+  @Override
+  public Condition newCondition() {
+    throw new UnsupportedOperationException("A RedLock has no conditions");
+  }
+
+  @Override
+  public String toString() {
+    return "RedLock[" + group.names() + "]";
+  }
+
+  private static String thread() {
+    Thread t = Thread.currentThread();
+    return "thread " + t.getName() + " (id " + t.getId() + ")";
+  }
+}

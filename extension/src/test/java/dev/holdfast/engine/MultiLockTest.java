@@ -1,0 +1,262 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.testing.ExclusionProbe;
+import dev.holdfast.testing.RedisExtension;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import redis.clients.jedis.Jedis;
+
+/**
+ * What only a multi-lock promises: all or nothing, no deadlock in any order, members from
+ * different clients and Redis servers. (The contract every lock keeps is in
+ * {@link LockContractTest}.)
+ */
+class MultiLockTest {
+
+  @RegisterExtension
+  static final RedisExtension redis = RedisExtension.standalone();
+
+  /** A second, independent Redis deployment. */
+  @RegisterExtension
+  static final RedisExtension redis2 = RedisExtension.standalone();
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  private final ExecutorService threads = Executors.newCachedThreadPool();
+  private LockClient client;
+  private LockClient other;
+
+  @BeforeEach
+  void setUp() {
+    redis.flushAll();
+    redis2.flushAll();
+    client = clients.create(redis.config());
+    other = clients.create(redis.config());
+  }
+
+  @AfterEach
+  void stopThreads() {
+    threads.shutdownNow();
+  }
+
+  @Test
+  void getMultiLock_rejectsNoLocksNullsAndTheSameLockTwice() {
+    IllegalArgumentException empty =
+        assertThrows(IllegalArgumentException.class, () -> client.getMultiLock());
+    assertTrue(empty.getMessage().contains("at least one lock"), empty.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> client.getMultiLock((DistributedLock[]) null));
+    IllegalArgumentException nul = assertThrows(IllegalArgumentException.class,
+        () -> client.getMultiLock(client.getLock("a"), null));
+    assertTrue(nul.getMessage().contains("lock 1 of 2 is null"), nul.getMessage());
+    DistributedLock a = client.getLock("a");
+    IllegalArgumentException twice = assertThrows(IllegalArgumentException.class,
+        () -> client.getMultiLock(a, client.getLock("b"), a));
+    assertTrue(twice.getMessage().contains("'a' is lock 0 and lock 2"), twice.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> client.getMultiLock(client.getLock("a"), client.getFencedLock("a")),
+        "two handles of one client for one name are the same lock");
+    // The same name through another client is another holder (maybe another deployment).
+    assertEquals("multi[a, a]", client.getMultiLock(a, other.getLock("a")).getName());
+  }
+
+  @Test
+  void tryLock_memberHeldByAnotherClient_failsAndHoldsNone() throws Exception {
+    DistributedLock b = other.getLock("b");
+    b.lock();
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), client.getLock("b"),
+        client.getLock("c"));
+    assertFalse(multi.tryLock());
+    assertFalse(multi.tryLock(300, TimeUnit.MILLISECONDS));
+    assertFalse(multi.tryLock(100, 5_000, TimeUnit.MILLISECONDS));
+    try (Jedis jedis = redis.server().admin()) {
+      assertFalse(jedis.exists("a"), "a given back");
+      assertFalse(jedis.exists("c"), "c given back");
+    }
+    assertTrue(Clients.engine(client).holds().isEmpty());
+    b.unlock();
+    assertTrue(multi.tryLock());
+    try (Jedis jedis = redis.server().admin()) {
+      assertEquals(3, jedis.exists("a", "b", "c"));
+    }
+    assertTrue(multi.isHeldByCurrentThread());
+    multi.unlock();
+    try (Jedis jedis = redis.server().admin()) {
+      assertEquals(0, jedis.exists("a", "b", "c"));
+    }
+  }
+
+  @Test
+  void waiter_getsAllOnceTheBusyMemberIsFree() throws Exception {
+    DistributedLock b = other.getLock("b");
+    b.lock();
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), client.getLock("b"));
+    Future<Boolean> waiter = threads.submit(() -> {
+      if (!multi.tryLock(20, TimeUnit.SECONDS)) {
+        return false;
+      }
+      boolean all = multi.isHeldByCurrentThread();
+      multi.unlock();
+      return all;
+    });
+    dev.holdfast.testing.Await.until(java.time.Duration.ofSeconds(5),
+        () -> Clients.engine(client).waitedChannels().contains("redisson_lock__channel:{b}"),
+        "waiting for b");
+    // While it waits for b it holds nothing, so a stays free for others.
+    DistributedLock a = other.getLock("a");
+    assertTrue(a.tryLock(5, TimeUnit.SECONDS), "a is not kept while b is busy");
+    a.unlock();
+    b.unlock();
+    assertTrue(waiter.get(10, TimeUnit.SECONDS));
+  }
+
+  @Test
+  void leases_arePassedToEveryMember_andTheWatchdogKeepsEachOtherwise() {
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), client.getLock("b"));
+    multi.lock(2, TimeUnit.SECONDS);
+    for (String name : List.of("a", "b")) {
+      long ttl = client.getLock(name).remainTimeToLive();
+      assertTrue(ttl > 1_000 && ttl <= 2_000, name + " ttl " + ttl);
+    }
+    assertTrue(multi.remainTimeToLive() <= 2_000);
+    multi.unlock();
+    multi.lock();
+    for (String name : List.of("a", "b")) {
+      long ttl = client.getLock(name).remainTimeToLive();
+      assertTrue(ttl > 20_000 && ttl <= 30_000, name + " watchdog ttl " + ttl);
+    }
+    multi.unlock();
+    assertFalse(multi.isLocked());
+  }
+
+  @Test
+  void unlock_withOneMemberLost_releasesTheOthers_andSaysWhich() {
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), client.getLock("b"),
+        client.getLock("c"));
+    multi.lock();
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.del("b"); // as if Redis lost it
+    }
+    IllegalMonitorStateException e =
+        assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    assertTrue(e.getMessage().contains("[b]") && e.getMessage().contains("2 of 3 released")
+        && e.getMessage().contains("lost"), e.getMessage());
+    assertEquals(1, e.getSuppressed().length);
+    assertFalse(multi.isLocked(), "a and c released although b failed");
+  }
+
+  @Test
+  void unlock_notHeld_throwsNamingTheMultiLock() {
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), client.getLock("b"));
+    IllegalMonitorStateException e =
+        assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    assertTrue(e.getMessage().startsWith("Multi-lock multi[a, b] is not held by"),
+        e.getMessage());
+    assertEquals(2, e.getSuppressed().length);
+  }
+
+  @Test
+  void oppositeOrders_inTwoThreadsOfTwoClients_allFinishWithoutOverlap() throws Exception {
+    LockClient second = clients.create(redis.config());
+    List<Function<LockClient, DistributedLock>> orders = List.of(
+        c -> c.getMultiLock(c.getLock("left"), c.getLock("right")),
+        c -> c.getMultiLock(c.getLock("right"), c.getLock("left")));
+    List<DistributedLock> locks = new ArrayList<>();
+    for (LockClient c : List.of(client, second)) {
+      for (Function<LockClient, DistributedLock> order : orders) {
+        locks.add(order.apply(c));
+      }
+    }
+    assertEquals(80, contend(locks, 20));
+  }
+
+  /**
+   * The members' names tie (one name on two deployments), so sorting cannot line the two orders
+   * up: only the back-off keeps them from deadlocking.
+   */
+  @Test
+  void sameNameOnTwoServers_inOppositeOrders_backOffLetsBothFinish() throws Exception {
+    LockClient p1Server1 = client;
+    LockClient p1Server2 = clients.create(redis2.config());
+    LockClient p2Server1 = other;
+    LockClient p2Server2 = clients.create(redis2.config());
+    DistributedLock forwards = p1Server1.getMultiLock(p1Server1.getLock("job"),
+        p1Server2.getLock("job"));
+    DistributedLock backwards = p2Server2.getMultiLock(p2Server2.getLock("job"),
+        p2Server1.getLock("job"));
+    assertEquals(40, contend(List.of(forwards, backwards), 20));
+  }
+
+  @Test
+  void membersOnTwoServers_allOrNothing() throws Exception {
+    LockClient onServer2 = clients.create(redis2.config());
+    DistributedLock there = clients.create(redis2.config()).getLock("b");
+    there.lock();
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), onServer2.getLock("b"));
+    assertFalse(multi.tryLock(200, TimeUnit.MILLISECONDS));
+    assertFalse(client.getLock("a").isLocked(), "nothing kept on server 1");
+    there.unlock();
+    multi.lock();
+    try (Jedis one = redis.server().admin(); Jedis two = redis2.server().admin()) {
+      assertTrue(one.exists("a"));
+      assertTrue(two.exists("b"));
+      assertFalse(one.exists("b"));
+    }
+    multi.unlock();
+    assertFalse(multi.isLocked());
+  }
+
+  /**
+   * Runs one thread per lock, each taking it {@code rounds} times; all must finish.
+   *
+   * @return how many sections ran
+   */
+  private int contend(List<DistributedLock> locks, int rounds) throws Exception {
+    ExclusionProbe probe = new ExclusionProbe();
+    AtomicInteger done = new AtomicInteger();
+    CountDownLatch start = new CountDownLatch(1);
+    List<Future<?>> workers = new ArrayList<>();
+    for (DistributedLock lock : locks) {
+      workers.add(threads.submit(() -> {
+        start.await();
+        for (int r = 0; r < rounds; r++) {
+          lock.lock();
+          try {
+            probe.enter();
+            Thread.yield();
+            done.incrementAndGet();
+            probe.exit();
+          } finally {
+            lock.unlock();
+          }
+        }
+        return null;
+      }));
+    }
+    start.countDown();
+    for (Future<?> w : workers) {
+      w.get(60, TimeUnit.SECONDS);
+    }
+    assertEquals(0, probe.overlaps());
+    return done.get();
+  }
+}
