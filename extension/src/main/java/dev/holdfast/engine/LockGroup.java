@@ -55,12 +55,14 @@ final class LockGroup {
   }
 
   /**
-   * What makes two handles the same lock: two handles from one client for one name are
-   * interchangeable (fenced or not); handles of other kinds are only the same as themselves.
+   * What makes two handles the same lock: two handles from one client for one key and side are
+   * interchangeable (fenced or not, fair or not: they share the hash field); the read and write
+   * sides of one read-write lock are two locks; handles of other classes are only the same as
+   * themselves.
    */
   private static Object identity(DistributedLock lock) {
     if (lock instanceof RedisLock r) {
-      return List.of(r.engine(), r.getName());
+      return List.of(r.engine(), r.holdKey());
     }
     return new IdentityKey(lock);
   }

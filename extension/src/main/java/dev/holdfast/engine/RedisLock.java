@@ -65,6 +65,11 @@ final class RedisLock implements FencedLock {
   }
 
   /** The client this handle belongs to (for composite locks: identity and watchdog timeout). */
+  /** What tells this lock's holds apart in its client (the key, and the side of a read-write lock). */
+  String holdKey() {
+    return names.holdKey();
+  }
+
   LockEngine engine() {
     return engine;
   }
