@@ -65,7 +65,7 @@ final class RedisLock implements FencedLock {
   }
 
   /** The client this handle belongs to (for composite locks: identity and watchdog timeout). */
-  /** What tells this lock's holds apart in its client (the key, and the side of a read-write lock). */
+  /** What tells this lock's holds apart in its client: the key, and a read-write lock's side. */
   String holdKey() {
     return names.holdKey();
   }
