@@ -344,7 +344,8 @@ final class LockScripts {
   // writer's lease). A reader field none of whose timeout keys lives belongs to a reader whose
   // lease ended (a crashed process): it is dead, and the scripts that look remove it. Unlock
   // channel redisson_rwlock:<slotted key>; '1' wakes every waiter (the lock is free to readers),
-  // '0' one (the last reader left). Each script takes the KEYS and ARGV of its exclusive
+  // '0' one (the last reader left, or the lock expires sooner than waiters were told). Each
+  // script takes the KEYS and ARGV of its exclusive
   // counterpart, then one extra key: the timeout key prefix.
 
   /** Lua helpers of every read-write lock script. */
@@ -692,8 +693,10 @@ final class LockScripts {
    * release deletes the newest section's timeout key and gives the sections left
    * {@code ARGV[2]}. A reader's last release removes its field and keys, and readers found dead;
    * if no reader is left in read mode the lock is deleted and {@code 0} published (Redisson's
-   * read unlock message). In read mode the hash then expires with the longest live reader. A
-   * reader whose lease already ended is removed the same way, and answered -1.
+   * read unlock message). In read mode the hash then expires with the longest live reader; if
+   * that is sooner than before, {@code 0} is published too, so that a waiter parked until the
+   * old expiry (a writer waiting out a crashed reader) looks again. A reader whose lease already
+   * ended is removed the same way, and answered -1.
    */
   static final LockScript RW_READ_RELEASE = new LockScript("rw-read-release", RW_HELPERS + """
       local prefix = KEYS[3]
@@ -719,7 +722,12 @@ final class LockScripts {
       end
       local alive = reader_ttl(prefix, ARGV[1], count) ~= -2
       local mode = redis.call('hget', KEYS[1], 'mode')
+      local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
       if alive and count > 1 and ARGV[2] ~= '0' then
+        longest = math.max(longest, tonumber(ARGV[2]))
+        if mode == 'read' and longest < redis.call('pttl', KEYS[1]) then
+          redis.call(ARGV[4], ARGV[6], '0') -- a waiter parked until the old expiry looks again
+        end
         if ARGV[7] == '1' then
           redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
         end
@@ -728,15 +736,14 @@ final class LockScripts {
         for n = 1, count do
           redis.call('set', timeout_key(prefix, ARGV[1], n), 1, 'px', ARGV[2])
         end
-        local live, longest = readers(KEYS[1], prefix, '')
-        if longest > 0 and (mode == 'read' or redis.call('pttl', KEYS[1]) < longest) then
+        if mode == 'read' or redis.call('pttl', KEYS[1]) < longest then
           redis.call('pexpire', KEYS[1], longest)
         end
         return count
       end
-      local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
       local free = mode ~= 'write' and live == 0
-      if free then
+      if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
+        -- Freed, or expiring sooner: a waiter parked until the old expiry looks again.
         redis.call(ARGV[4], ARGV[6], '0')
       end
       if alive then
@@ -777,30 +784,35 @@ final class LockScripts {
       elseif ARGV[3] == 'acquire' and count == expected + 1 then
         target = expected
       end
-      if target == 0 and count > 0 then
-        local mode = redis.call('hget', KEYS[1], 'mode')
-        local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
-        local free = mode ~= 'write' and live == 0
-        if free then
-          redis.call(ARGV[4], ARGV[5], '0')
-        end
-        redis.call('set', KEYS[2], 'x:0', 'px', ARGV[6])
-        drop_keys(prefix, ARGV[1], 1, count)
-        if free then
-          redis.call('del', KEYS[1])
-        else
-          drop_fields(KEYS[1], dead)
-          redis.call('hdel', KEYS[1], ARGV[1])
-          if mode == 'read' and longest > 0 then
-            redis.call('pexpire', KEYS[1], longest)
-          end
-        end
-        return {0, outcome}
+      local mode = redis.call('hget', KEYS[1], 'mode')
+      if target == count or count == 0 then
+        redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+        return {target, outcome}
+      end
+      local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
+      if target > 0 then
+        -- Undo the newest section: the caller's own sections left count too.
+        longest = math.max(longest, reader_ttl(prefix, ARGV[1], target))
+        live = live + 1
+      end
+      local free = mode ~= 'write' and live == 0
+      if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
+        redis.call(ARGV[4], ARGV[5], '0')
       end
       redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
-      if target ~= count then
+      drop_keys(prefix, ARGV[1], target + 1, count)
+      if free then
+        redis.call('del', KEYS[1])
+        return {0, outcome}
+      end
+      drop_fields(KEYS[1], dead)
+      if target == 0 then
+        redis.call('hdel', KEYS[1], ARGV[1])
+      else
         redis.call('hset', KEYS[1], ARGV[1], target)
-        drop_keys(prefix, ARGV[1], target + 1, count)
+      end
+      if mode == 'read' and longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
       end
       return {target, outcome}
       """);

@@ -287,6 +287,27 @@ class ReadWriteLockTest {
   }
 
   @Test
+  void waitingWriter_isToldWhenTheLockWillExpireSooner_andGetsItWhenACrashedReaderExpires()
+      throws Exception {
+    DistributedReadWriteLock live = client.getReadWriteLock("soon");
+    live.readLock().lock(60, TimeUnit.SECONDS);
+    LockClient crashing = clients.create(config, "holdfast.watchdog-timeout", "2s");
+    inOtherThread(() -> {
+      crashing.getReadWriteLock("soon").readLock().lock();
+      return null;
+    });
+    DistributedLock writer = clients.create(config).getReadWriteLock("soon").writeLock();
+    Future<Long> waiting = Waiters.acquireAndRelease(threads, writer); // parks up to 60 s
+    awaitSubscriber("soon");
+    crashing.close();
+    long released = System.nanoTime();
+    live.readLock().unlock(); // the crashed reader's lease (at most 2 s) is all that is left
+    long latency = Waiters.millisUntilAcquired(waiting, released);
+    assertTrue(latency < 8_000, "the writer waited for the crashed reader's 2 s lease, not the "
+        + "60 s the lock had when it parked: " + latency);
+  }
+
+  @Test
   void shortLeaseReader_neverShortensLongLeaseReader() throws Exception {
     DistributedReadWriteLock rw = client.getReadWriteLock("leases");
     rw.readLock().lock(60, TimeUnit.SECONDS);
