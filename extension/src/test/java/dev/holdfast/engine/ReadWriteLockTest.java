@@ -377,6 +377,37 @@ class ReadWriteLockTest {
   }
 
   @Test
+  void writeSide_forceUnlock_unlockAfter_andAbandon() throws Exception {
+    DistributedReadWriteLock rw = client.getReadWriteLock("w");
+    rw.writeLock().lock();
+    DistributedReadWriteLock theirs = clients.create(config).getReadWriteLock("w");
+    assertFalse(theirs.readLock().forceUnlock(), "read side: not in read mode");
+    assertTrue(theirs.writeLock().forceUnlock());
+    assertFalse(rw.writeLock().isLocked());
+    assertThrows(IllegalMonitorStateException.class, rw.writeLock()::unlock);
+
+    rw.writeLock().lock();
+    Clients.engine(client).unlockAfter(rw.writeLock(), Duration.ofSeconds(5));
+    try (Jedis jedis = admin()) {
+      long pttl = jedis.pttl("w");
+      assertTrue(pttl > 4_000 && pttl <= 5_000, "kept 5 s: " + pttl);
+    }
+    assertFalse(inOtherThread(() -> theirs.readLock().tryLock()));
+    assertTrue(rw.writeLock().tryLock(), "the same thread takes its kept write lock back");
+    rw.readLock().lock(30, TimeUnit.SECONDS);
+
+    // Giving the write hold up (as after a lost renewal) leaves the writer's read: a downgrade.
+    LockNames write = LockNames.of("", "w", ReadWriteLockKind.WRITE);
+    assertEquals(List.of(0L, ""), Clients.engine(client).resolve(write, field(client) + ":write",
+        "gone", 1, "abandon", 1));
+    try (Jedis jedis = admin()) {
+      assertEquals(Map.of("mode", "read", field(client), "1"), jedis.hgetAll("w"));
+      long pttl = jedis.pttl("w");
+      assertTrue(pttl > 25_000, "the hash follows the read lease: " + pttl);
+    }
+  }
+
+  @Test
   void unlockAfter_keepsAReadHoldInRedis() throws Exception {
     DistributedLock read = client.getReadWriteLock("kept").readLock();
     read.lock();
