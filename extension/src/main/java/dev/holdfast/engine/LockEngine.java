@@ -143,9 +143,15 @@ public final class LockEngine implements AutoCloseable {
     return fencedLock(name, name);
   }
 
-  /** A read-write lock handle; see {@code LockClient#getReadWriteLock}. */
+  /** A read-write lock handle, which is its own template in metrics; no I/O. */
   public dev.holdfast.DistributedReadWriteLock readWriteLock(String name) {
-    throw new UnsupportedOperationException("read-write locks: not yet"); // issue 9
+    return readWriteLock(name, name);
+  }
+
+  /** {@link #readWriteLock(String)}, both sides measured under {@code template}; no I/O. */
+  public dev.holdfast.DistributedReadWriteLock readWriteLock(String name, String template) {
+    return new RedisReadWriteLock(this, config.keyPrefix(), name,
+        Objects.requireNonNull(template, "template"));
   }
 
   /** A fair lock handle, its own template in metrics; see {@code LockClient#getFairLock}. */

@@ -241,7 +241,8 @@ final class LockScripts {
       """);
 
   /**
-   * Renew a batch of watchdog holds (all keys in one slot in cluster mode). A renewal extends the
+   * Renew a batch of watchdog holds (in a cluster: of one slot, or of one Redis 7 node with
+   * {@link #RENEW_ACROSS_SLOTS}). A renewal extends the
    * TTL to the lease and never shortens it: an open fixed-lease section of the same hold may have
    * been granted a longer TTL, which its holder goes on believing (contract 4).
    *
@@ -249,17 +250,40 @@ final class LockScripts {
    * KEYS[i]    lock key of hold i
    * ARGV[1]    lease in ms
    * ARGV[2i]   hash field of hold i
-   * ARGV[2i+1] what else the hold's kind renews ({@link LockKind#renewalDetail}); '' for none
+   * ARGV[2i+1] what else the hold's kind renews ({@link LockKind#renewalDetail}); '' for none;
+   *            'read:<prefix>' for a read hold, whose own timeout keys are <prefix>:1..count
    * returns a list with, for each hold, 1 if it was renewed (its TTL is now at least the lease)
    *   or 0 if it is no longer held
    * </pre>
    */
   static final LockScript RENEW = new LockScript("renew", """
+      -- A read hold (detail 'read:<its timeout key prefix>') lives while one of its own timeout
+      -- keys does: renew those, never shortening, and keep the hash at least as long.
+      local function renew_reader(key, field, prefix, lease)
+        local count = tonumber(redis.call('hget', key, field) or '0')
+        local alive = 0
+        for n = 1, count do
+          local ttl = redis.call('pttl', prefix .. ':' .. n)
+          if ttl ~= -2 then
+            alive = 1
+            if ttl >= 0 and ttl < lease then
+              redis.call('pexpire', prefix .. ':' .. n, lease)
+            end
+          end
+        end
+        if alive == 1 and redis.call('pttl', key) < lease then
+          redis.call('pexpire', key, lease)
+        end
+        return alive
+      end
       local renewed = {}
       local lease = tonumber(ARGV[1])
       for i = 1, #KEYS do
         local field = ARGV[2 * i]
-        if redis.call('hexists', KEYS[i], field) == 1 then
+        local detail = ARGV[2 * i + 1]
+        if string.sub(detail, 1, 5) == 'read:' then
+          renewed[i] = renew_reader(KEYS[i], field, string.sub(detail, 6), lease)
+        elseif redis.call('hexists', KEYS[i], field) == 1 then
           if redis.call('pttl', KEYS[i]) < lease then
             redis.call('pexpire', KEYS[i], lease)
           end
@@ -582,6 +606,524 @@ final class LockScripts {
       local headChanged = purge(KEYS[2], KEYS[3])
       if (wasHead or headChanged) and redis.call('exists', KEYS[1]) == 0 then
         wakeHead(KEYS[2], ARGV[2], ARGV[3])
+      end
+      return 1
+      """);
+
+  // ---- Read-write lock (Redisson's RReadWriteLock layout) ----
+  //
+  // One hash at the lock key: field 'mode' = 'read' | 'write'; a reader's field <clientId>:<threadId>
+  // holds its read count, the writer's field <clientId>:<threadId>:write its write count. Read
+  // section n of a reader has its own timeout key <prefix>:<field>:rwlock_timeout:<n>, where the
+  // prefix is the key's slotted form ({key}, or the key if it has a hash tag); its TTL is that
+  // reader's lease, and the hash lives at least as long as every live timeout key (and the
+  // writer's lease). A reader field none of whose timeout keys lives belongs to a reader whose
+  // lease ended (a crashed process): it is dead, and the scripts that look remove it. Unlock
+  // channel redisson_rwlock:<slotted key>; '1' wakes every waiter (the lock is free to readers),
+  // '0' one (the last reader left, or the lock expires sooner than waiters were told). Each
+  // script takes the KEYS and ARGV of its exclusive
+  // counterpart, then one extra key: the timeout key prefix.
+
+  /** Lua helpers of every read-write lock script. */
+  private static final String RW_HELPERS = """
+      local function timeout_key(prefix, field, n)
+        return prefix .. ':' .. field .. ':rwlock_timeout:' .. n
+      end
+      -- The longest TTL among the timeout keys 1..count of a reader: -2 if none lives, -1 if one
+      -- never expires.
+      local function reader_ttl(prefix, field, count)
+        local longest = -2
+        for n = 1, count do
+          local ttl = redis.call('pttl', timeout_key(prefix, field, n))
+          if ttl == -1 then
+            return -1
+          elseif ttl > longest then
+            longest = ttl
+          end
+        end
+        return longest
+      end
+      -- The readers other than skip: how many live, the longest TTL among them (0 if none), and
+      -- the fields of the dead ones. Reads only.
+      local function readers(key, prefix, skip)
+        local live, longest, dead = 0, 0, {}
+        local all = redis.call('hgetall', key)
+        for i = 1, #all, 2 do
+          local field = all[i]
+          if field ~= 'mode' and field ~= skip and string.sub(field, -6) ~= ':write' then
+            local ttl = reader_ttl(prefix, field, tonumber(all[i + 1]) or 0)
+            if ttl == -2 then
+              table.insert(dead, field)
+            else
+              live = live + 1
+              longest = math.max(longest, ttl)
+            end
+          end
+        end
+        return live, longest, dead
+      end
+      local function drop_fields(key, fields)
+        for _, field in ipairs(fields) do
+          redis.call('hdel', key, field)
+        end
+      end
+      local function drop_keys(prefix, field, from, to)
+        for n = from, to do
+          redis.call('del', timeout_key(prefix, field, n))
+        end
+      end
+      -- Deletes the lock and every reader's timeout keys.
+      local function delete_lock(key, prefix)
+        local all = redis.call('hgetall', key)
+        for i = 1, #all, 2 do
+          if all[i] ~= 'mode' and string.sub(all[i], -6) ~= ':write' then
+            drop_keys(prefix, all[i], 1, tonumber(all[i + 1]) or 0)
+          end
+        end
+        redis.call('del', key)
+      end
+      local function token()
+        if ARGV[6] ~= '1' then
+          return 0
+        end
+        local time = redis.call('time')
+        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
+        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
+        return next
+      end
+      """;
+
+  /**
+   * {@link #ACQUIRE} of the write side (ARGV[2] is {@code <clientId>:<threadId>:write}), plus
+   * {@code KEYS[4]} the timeout key prefix. A fresh acquisition succeeds when the key is absent,
+   * or in read mode with only dead readers (removed, and the lock taken); readers hold it off,
+   * including the caller's own (an upgrade is refused by the client before it gets here).
+   */
+  static final LockScript RW_WRITE_ACQUIRE = new LockScript("rw-write-acquire", RW_HELPERS + """
+      local prefix = KEYS[4]
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
+        if kind == 'd' then
+          local last = 0
+          if ARGV[6] == '1' then
+            last = tonumber(redis.call('get', KEYS[3]) or '0')
+          end
+          return {1, value, redis.call('pttl', KEYS[1]), last}
+        elseif kind == 'n' then
+          return {0, value, 0, 0}
+        end
+        return {-3, 0, 0, 0}
+      end
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      local pttl
+      if expected == 0 then
+        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+          local live, longest, dead = 1, 0, {}
+          if redis.call('hget', KEYS[1], 'mode') == 'read' then
+            live, longest, dead = readers(KEYS[1], prefix, '')
+          end
+          if live > 0 then
+            pttl = redis.call('pttl', KEYS[1])
+            if ARGV[4] == '1' then
+              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
+            end
+            drop_fields(KEYS[1], dead)
+            return {0, pttl, 0, 0}
+          end
+          -- Only readers whose leases ended are left: the lock is free.
+          if ARGV[4] == '1' then
+            redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
+          end
+          redis.call('del', KEYS[1])
+        elseif count > 1 then
+          return {-2, count, 0, 0}
+        elseif ARGV[4] == '1' then
+          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
+        end
+        redis.call('hset', KEYS[1], 'mode', 'write')
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        pttl = redis.call('pttl', KEYS[1])
+        if pttl < lease then
+          redis.call('pexpire', KEYS[1], lease)
+          pttl = lease
+        end
+        return {1, 1, pttl, token()}
+      end
+      if count == 0 then
+        return {-1, 0, 0, 0}
+      elseif count ~= expected and count ~= expected + 1 then
+        return {-2, count, 0, 0}
+      end
+      if ARGV[4] == '1' then
+        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
+      end
+      if count == expected then
+        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+      end
+      pttl = redis.call('pttl', KEYS[1])
+      if pttl >= 0 and pttl < lease then
+        redis.call('pexpire', KEYS[1], lease)
+        pttl = lease
+      end
+      return {1, count, pttl, token()}
+      """);
+
+  /**
+   * {@link #RELEASE} of the write side, plus {@code KEYS[3]} the timeout key prefix. An inner
+   * release keeps the hash at least as long as the caller's own read sections. The final release
+   * publishes {@code 1}: the lock becomes free, or, if the writer holds read sections too, it is
+   * downgraded (mode read), and waiting readers may enter either way.
+   */
+  static final LockScript RW_WRITE_RELEASE = new LockScript("rw-write-release", RW_HELPERS + """
+      local prefix = KEYS[3]
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        if string.sub(marker, 1, 1) == 'd' then
+          return tonumber(string.sub(marker, 3))
+        end
+        return -2
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return -1
+      end
+      local expected = tonumber(ARGV[3])
+      if count == expected - 1 then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
+        end
+        return count
+      elseif count ~= expected then
+        return -2
+      end
+      if count > 1 and ARGV[2] ~= '0' then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+        end
+        count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+        local live, longest = readers(KEYS[1], prefix, '')
+        redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
+        return count
+      end
+      local live, longest, dead = readers(KEYS[1], prefix, '')
+      redis.call(ARGV[4], ARGV[6], '1')
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      if live == 0 then
+        redis.call('del', KEYS[1])
+      else
+        drop_fields(KEYS[1], dead)
+        redis.call('hdel', KEYS[1], ARGV[1])
+        redis.call('hset', KEYS[1], 'mode', 'read')
+        if longest > 0 then
+          redis.call('pexpire', KEYS[1], longest)
+        end
+      end
+      return 0
+      """);
+
+  /** {@link #RESOLVE} of the write side, plus {@code KEYS[3]} the timeout key prefix. */
+  static final LockScript RW_WRITE_RESOLVE = new LockScript("rw-write-resolve", RW_HELPERS + """
+      local prefix = KEYS[3]
+      local marker = redis.call('get', KEYS[2])
+      if marker and string.sub(marker, 1, 1) == 'x' then
+        return {tonumber(string.sub(marker, 3)), 'x'}
+      end
+      local outcome = ''
+      if marker and string.sub(marker, 1, 1) == 'd' then
+        outcome = 'd'
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local expected = tonumber(ARGV[2])
+      local target = count
+      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
+        target = 0
+      elseif ARGV[3] == 'acquire' and count == expected + 1 then
+        target = expected
+      end
+      if target == 0 and count > 0 then
+        local live, longest, dead = readers(KEYS[1], prefix, '')
+        redis.call(ARGV[4], ARGV[5], '1')
+        redis.call('set', KEYS[2], 'x:0', 'px', ARGV[6])
+        if live == 0 then
+          redis.call('del', KEYS[1])
+        else
+          drop_fields(KEYS[1], dead)
+          redis.call('hdel', KEYS[1], ARGV[1])
+          redis.call('hset', KEYS[1], 'mode', 'read')
+          if longest > 0 then
+            redis.call('pexpire', KEYS[1], longest)
+          end
+        end
+        return {0, outcome}
+      end
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      if target ~= count then
+        redis.call('hset', KEYS[1], ARGV[1], target)
+      end
+      return {target, outcome}
+      """);
+
+  /**
+   * {@link #FORCE_RELEASE} of the write side ({@code KEYS[2]} the timeout key prefix): deletes
+   * the lock only in write mode, as Redisson's write lock does.
+   */
+  static final LockScript RW_WRITE_FORCE_RELEASE = new LockScript("rw-write-force-release",
+      RW_HELPERS + """
+      if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+        return 0
+      end
+      redis.call(ARGV[1], ARGV[2], '1')
+      delete_lock(KEYS[1], KEYS[2])
+      return 1
+      """);
+
+  /**
+   * {@link #KEEP} of the write side ({@code KEYS[2]} the timeout key prefix): the hash expires
+   * after that long, or when the caller's own read sections end if later.
+   */
+  static final LockScript RW_WRITE_KEEP = new LockScript("rw-write-keep", RW_HELPERS + """
+      if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+        return 0
+      end
+      local live, longest = readers(KEYS[1], KEYS[2], '')
+      redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
+      return 1
+      """);
+
+  /**
+   * {@link #ACQUIRE} of the read side (ARGV[2] is {@code <clientId>:<threadId>}), plus
+   * {@code KEYS[4]} the timeout key prefix. A fresh acquisition succeeds in read mode, when the
+   * key is absent, or in write mode when the caller holds the write lock (the first step of a
+   * downgrade). Each section n opens timeout key n with the section's lease; the hash never
+   * expires before it. The pttl replied is this reader's own (its longest timeout key), not the
+   * hash's, which other readers may keep longer.
+   */
+  static final LockScript RW_READ_ACQUIRE = new LockScript("rw-read-acquire", RW_HELPERS + """
+      local prefix = KEYS[4]
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
+        if kind == 'd' then
+          return {1, value, reader_ttl(prefix, ARGV[2], value), 0}
+        elseif kind == 'n' then
+          return {0, value, 0, 0}
+        end
+        return {-3, 0, 0, 0}
+      end
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      local function open(n)
+        redis.call('set', timeout_key(prefix, ARGV[2], n), 1, 'px', lease)
+        if redis.call('pttl', KEYS[1]) < lease then
+          redis.call('pexpire', KEYS[1], lease)
+        end
+      end
+      if expected == 0 then
+        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+          local mode = redis.call('hget', KEYS[1], 'mode')
+          if mode ~= 'read' and not (mode == 'write'
+              and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
+            local pttl = redis.call('pttl', KEYS[1])
+            if ARGV[4] == '1' then
+              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
+            end
+            return {0, pttl, 0, 0}
+          end
+        elseif count > 1 then
+          return {-2, count, 0, 0}
+        end
+        if ARGV[4] == '1' then
+          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
+        end
+        redis.call('hsetnx', KEYS[1], 'mode', 'read')
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        open(1)
+        return {1, 1, lease, token()}
+      end
+      if count == 0 then
+        return {-1, 0, 0, 0}
+      elseif count ~= expected and count ~= expected + 1 then
+        return {-2, count, 0, 0}
+      elseif reader_ttl(prefix, ARGV[2], count) == -2 then
+        return {-1, 0, 0, 0} -- its lease ended: it is no longer a reader
+      end
+      if ARGV[4] == '1' then
+        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
+      end
+      if count == expected then
+        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+        open(count)
+      elseif redis.call('pttl', timeout_key(prefix, ARGV[2], count)) < lease then
+        open(count)
+      end
+      return {1, count, reader_ttl(prefix, ARGV[2], count), token()}
+      """);
+
+  /**
+   * {@link #RELEASE} of the read side, plus {@code KEYS[3]} the timeout key prefix. An inner
+   * release deletes the newest section's timeout key and gives the sections left
+   * {@code ARGV[2]}. A reader's last release removes its field and keys, and readers found dead;
+   * if no reader is left in read mode the lock is deleted and {@code 0} published (Redisson's
+   * read unlock message). In read mode the hash then expires with the longest live reader; if
+   * that is sooner than before, {@code 0} is published too, so that a waiter parked until the
+   * old expiry (a writer waiting out a crashed reader) looks again. A reader whose lease already
+   * ended is removed the same way, and answered -1.
+   */
+  static final LockScript RW_READ_RELEASE = new LockScript("rw-read-release", RW_HELPERS + """
+      local prefix = KEYS[3]
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        if string.sub(marker, 1, 1) == 'd' then
+          return tonumber(string.sub(marker, 3))
+        end
+        return -2
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return -1
+      end
+      local expected = tonumber(ARGV[3])
+      if count == expected - 1 then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
+        end
+        return count
+      elseif count ~= expected then
+        return -2
+      end
+      local alive = reader_ttl(prefix, ARGV[1], count) ~= -2
+      local mode = redis.call('hget', KEYS[1], 'mode')
+      local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
+      if alive and count > 1 and ARGV[2] ~= '0' then
+        longest = math.max(longest, tonumber(ARGV[2]))
+        if mode == 'read' and longest < redis.call('pttl', KEYS[1]) then
+          redis.call(ARGV[4], ARGV[6], '0') -- a waiter parked until the old expiry looks again
+        end
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+        end
+        redis.call('del', timeout_key(prefix, ARGV[1], count))
+        count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+        for n = 1, count do
+          redis.call('set', timeout_key(prefix, ARGV[1], n), 1, 'px', ARGV[2])
+        end
+        if mode == 'read' or redis.call('pttl', KEYS[1]) < longest then
+          redis.call('pexpire', KEYS[1], longest)
+        end
+        return count
+      end
+      local free = mode ~= 'write' and live == 0
+      if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
+        -- Freed, or expiring sooner: a waiter parked until the old expiry looks again.
+        redis.call(ARGV[4], ARGV[6], '0')
+      end
+      if alive then
+        redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      end
+      drop_keys(prefix, ARGV[1], 1, count)
+      if free then
+        redis.call('del', KEYS[1])
+      else
+        drop_fields(KEYS[1], dead)
+        redis.call('hdel', KEYS[1], ARGV[1])
+        if mode == 'read' and longest > 0 then
+          redis.call('pexpire', KEYS[1], longest)
+        end
+      end
+      if alive then
+        return 0
+      end
+      return -1
+      """);
+
+  /** {@link #RESOLVE} of the read side, plus {@code KEYS[3]} the timeout key prefix. */
+  static final LockScript RW_READ_RESOLVE = new LockScript("rw-read-resolve", RW_HELPERS + """
+      local prefix = KEYS[3]
+      local marker = redis.call('get', KEYS[2])
+      if marker and string.sub(marker, 1, 1) == 'x' then
+        return {tonumber(string.sub(marker, 3)), 'x'}
+      end
+      local outcome = ''
+      if marker and string.sub(marker, 1, 1) == 'd' then
+        outcome = 'd'
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local expected = tonumber(ARGV[2])
+      local target = count
+      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
+        target = 0
+      elseif ARGV[3] == 'acquire' and count == expected + 1 then
+        target = expected
+      end
+      local mode = redis.call('hget', KEYS[1], 'mode')
+      if target == count or count == 0 then
+        redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+        return {target, outcome}
+      end
+      local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
+      if target > 0 then
+        -- Undo the newest section: the caller's own sections left count too.
+        longest = math.max(longest, reader_ttl(prefix, ARGV[1], target))
+        live = live + 1
+      end
+      local free = mode ~= 'write' and live == 0
+      if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
+        redis.call(ARGV[4], ARGV[5], '0')
+      end
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      drop_keys(prefix, ARGV[1], target + 1, count)
+      if free then
+        redis.call('del', KEYS[1])
+        return {0, outcome}
+      end
+      drop_fields(KEYS[1], dead)
+      if target == 0 then
+        redis.call('hdel', KEYS[1], ARGV[1])
+      else
+        redis.call('hset', KEYS[1], ARGV[1], target)
+      end
+      if mode == 'read' and longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+      end
+      return {target, outcome}
+      """);
+
+  /**
+   * {@link #FORCE_RELEASE} of the read side ({@code KEYS[2]} the timeout key prefix): deletes the
+   * lock, and every reader's timeout keys, only in read mode, as Redisson's read lock does.
+   */
+  static final LockScript RW_READ_FORCE_RELEASE = new LockScript("rw-read-force-release",
+      RW_HELPERS + """
+      if redis.call('hget', KEYS[1], 'mode') ~= 'read' then
+        return 0
+      end
+      redis.call(ARGV[1], ARGV[2], '1')
+      delete_lock(KEYS[1], KEYS[2])
+      return 1
+      """);
+
+  /**
+   * {@link #KEEP} of the read side ({@code KEYS[2]} the timeout key prefix): the caller's timeout
+   * keys expire after that long; in read mode the hash then expires with the longest live reader.
+   */
+  static final LockScript RW_READ_KEEP = new LockScript("rw-read-keep", RW_HELPERS + """
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 or reader_ttl(KEYS[2], ARGV[1], count) == -2 then
+        return 0
+      end
+      for n = 1, count do
+        redis.call('set', timeout_key(KEYS[2], ARGV[1], n), 1, 'px', ARGV[2])
+      end
+      local live, longest, dead = readers(KEYS[1], KEYS[2], '')
+      drop_fields(KEYS[1], dead)
+      if longest > 0 and (redis.call('hget', KEYS[1], 'mode') == 'read'
+          or redis.call('pttl', KEYS[1]) < longest) then
+        redis.call('pexpire', KEYS[1], longest)
       end
       return 1
       """);
