@@ -32,6 +32,11 @@ final class FairKind extends LockKind {
   private FairKind() {
   }
 
+  @Override
+  String handleName() {
+    return "FairLock";
+  }
+
   static String queueKey(LockNames names) {
     return QUEUE_PREFIX + names.slotted();
   }

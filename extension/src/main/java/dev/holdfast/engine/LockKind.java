@@ -18,6 +18,11 @@ abstract class LockKind {
   static final LockKind EXCLUSIVE = new LockKind() {
   };
 
+  /** What a handle of this kind calls itself in {@code toString()}. */
+  String handleName() {
+    return "DistributedLock";
+  }
+
   /** The prefix of the lock's unlock channel, followed by the slotted key. */
   String channelPrefix() {
     return "redisson_lock__channel:";

@@ -17,6 +17,11 @@ abstract class ReadWriteLockKind extends LockKind {
   /** The read side: any number of readers, or the writer's own read sections. */
   static final ReadWriteLockKind READ = new ReadWriteLockKind() {
     @Override
+    String handleName() {
+      return "ReadLock";
+    }
+
+    @Override
     String idSuffix() {
       return "#read";
     }
@@ -66,6 +71,11 @@ abstract class ReadWriteLockKind extends LockKind {
 
   /** The write side: one writer, whose field is its thread's field plus {@code :write}. */
   static final ReadWriteLockKind WRITE = new ReadWriteLockKind() {
+    @Override
+    String handleName() {
+      return "WriteLock";
+    }
+
     @Override
     String idSuffix() {
       return "#write";

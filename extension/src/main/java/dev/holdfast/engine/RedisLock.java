@@ -862,6 +862,6 @@ final class RedisLock implements FencedLock {
 
   @Override
   public String toString() {
-    return "DistributedLock[" + names.name() + "]";
+    return names.kind().handleName() + "[" + names.name() + "]";
   }
 }
