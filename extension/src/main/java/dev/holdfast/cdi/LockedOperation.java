@@ -101,9 +101,9 @@ final class LockedOperation {
     return switch (mode) {
       case EXCLUSIVE -> fenced ? engine.fencedLock(lockName, template)
           : engine.lock(lockName, template);
-      case READ -> engine.readWriteLock(lockName).readLock();
-      case WRITE -> engine.readWriteLock(lockName).writeLock();
-      case FAIR -> engine.fairLock(lockName);
+      case READ -> engine.readWriteLock(lockName, template).readLock();
+      case WRITE -> engine.readWriteLock(lockName, template).writeLock();
+      case FAIR -> engine.fairLock(lockName, template);
     };
   }
 
