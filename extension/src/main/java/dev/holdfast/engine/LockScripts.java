@@ -886,9 +886,18 @@ final class LockScripts {
    * after that long, or when the caller's own read sections end if later.
    */
   static final LockScript RW_WRITE_KEEP = new LockScript("rw-write-keep", RW_HELPERS + """
-      if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+      -- Renamed to a writer field no thread has (still ending ':write'), so that the kept lock
+      -- excludes the writer's own thread as well.
+      local kept = string.sub(ARGV[1], 1, -7) .. ':kept:write'
+      if redis.call('hexists', KEYS[1], kept) == 1 then
+        return 1
+      end
+      local count = redis.call('hget', KEYS[1], ARGV[1])
+      if not count then
         return 0
       end
+      redis.call('hdel', KEYS[1], ARGV[1])
+      redis.call('hset', KEYS[1], kept, count)
       local live, longest = readers(KEYS[1], KEYS[2], '')
       redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
       return 1

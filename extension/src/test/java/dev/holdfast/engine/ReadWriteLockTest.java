@@ -393,7 +393,10 @@ class ReadWriteLockTest {
       assertTrue(pttl > 4_000 && pttl <= 5_000, "kept 5 s: " + pttl);
     }
     assertFalse(inOtherThread(() -> theirs.readLock().tryLock()));
-    assertTrue(rw.writeLock().tryLock(), "the same thread takes its kept write lock back");
+    assertFalse(rw.writeLock().tryLock(), "a kept write lock excludes its own thread too");
+    assertFalse(rw.readLock().tryLock(), "and its reads: it is no longer the writer");
+    assertTrue(theirs.writeLock().forceUnlock());
+    rw.writeLock().lock();
     rw.readLock().lock(30, TimeUnit.SECONDS);
 
     // Giving the write hold up (as after a lost renewal) leaves the writer's read: a downgrade.
