@@ -9,6 +9,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -96,6 +97,27 @@ final class StockApi {
           token == null || token.isNull() ? null : token.asLong(),
           answer.get("lockLost").asBoolean());
     });
+  }
+
+  /** One run of the snapshot job, from {@code GET /snapshots}. */
+  record SnapshotRun(Instant occurrence, String instance) {
+  }
+
+  /**
+   * {@code GET /snapshots}: the answering instance's name and every instance's runs of the
+   * snapshot job, oldest first.
+   */
+  record Snapshots(String instance, List<SnapshotRun> runs) {
+  }
+
+  Snapshots snapshots(URI instance) {
+    JsonNode answer = json(expectOk(send(request(instance, "/snapshots").GET().build())));
+    List<SnapshotRun> runs = new ArrayList<>();
+    for (JsonNode run : answer.get("snapshots")) {
+      runs.add(new SnapshotRun(Instant.parse(run.get("occurrence").asText()),
+          run.get("instance").asText()));
+    }
+    return new Snapshots(answer.get("instance").asText(), runs);
   }
 
   /** Starts {@code POST /report} on one instance; completes with the status code. */

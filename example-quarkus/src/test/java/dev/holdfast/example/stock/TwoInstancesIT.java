@@ -3,14 +3,20 @@ package dev.holdfast.example.stock;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisServer;
 import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -23,6 +29,17 @@ class TwoInstancesIT {
   private static final int STOCK = 20;
   private static final int REQUESTS = 4 * STOCK;
 
+  /** The snapshot job's schedule here: every {@link #SNAPSHOT_PERIOD}, on both instances. */
+  private static final String SNAPSHOT_CRON = "0/3 * * * * ?";
+  private static final Duration SNAPSHOT_PERIOD = Duration.ofSeconds(3);
+  /**
+   * The job's {@code holdAtLeast} here, by configuration (the annotation's 5 s suits a
+   * once-a-minute job): longer than the instances' schedulers are apart, shorter than the period.
+   */
+  private static final String SNAPSHOT_HOLD = "1500ms";
+  /** How many consecutive occurrences the snapshot test judges. */
+  private static final int OCCURRENCES = 5;
+
   private static RedisServer redis;
   private static List<AppInstance> instances = List.of();
   private static List<URI> uris;
@@ -33,7 +50,10 @@ class TwoInstancesIT {
     redis = RedisServer.start();
     Path jar = Path.of(System.getProperty("app.jar", "target/quarkus-app/quarkus-run.jar"));
     instances = AppInstance.startAll(2, jar, redis.uri(), Path.of("target", "it-logs"),
-        Duration.ofSeconds(60));
+        Duration.ofSeconds(60),
+        "stock.snapshot.cron=" + SNAPSHOT_CRON,
+        "holdfast.\"" + StockSnapshotJob.class.getName() + "/takeSnapshot\".locked.hold-at-least="
+            + SNAPSHOT_HOLD);
     uris = instances.stream().map(AppInstance::uri).toList();
   }
 
@@ -84,5 +104,50 @@ class TwoInstancesIT {
     }
     List<Integer> statuses = runs.stream().map(CompletableFuture::join).sorted().toList();
     assertEquals(List.of(200, 409), statuses, "one ran the report, the other found it taken");
+  }
+
+  /**
+   * Both instances' schedulers fire every occurrence of the snapshot job; {@code @Locked(skipIfBusy
+   * = true, holdAtLeast = …)} lets exactly one of them run it: every occurrence since the test
+   * began appears once in the shared list, none twice, and none is missing in between.
+   */
+  @Test
+  void snapshotJob_onTwoInstances_runsEachOccurrenceExactlyOnce() {
+    Instant testStart = Instant.now();
+    Set<String> instanceIds = uris.stream().map(uri -> api.snapshots(uri).instance())
+        .collect(Collectors.toSet());
+    assertEquals(2, instanceIds.size(), "the two instances' names: " + instanceIds);
+
+    // Wait for one occurrence beyond those judged: a late second run of the last judged one
+    // would have had a whole period to show up.
+    Map<Instant, List<String>> byOccurrence = Await.value(
+        SNAPSHOT_PERIOD.multipliedBy(OCCURRENCES + 1).plusSeconds(60), () -> {
+          Map<Instant, List<String>> runs = runnersByOccurrence(testStart);
+          return runs.size() > OCCURRENCES ? runs : null;
+        }, "more than " + OCCURRENCES + " occurrences of the snapshot job since " + testStart);
+
+    List<Instant> judged = byOccurrence.keySet().stream().limit(OCCURRENCES).toList();
+    for (Instant occurrence : judged) {
+      List<String> runners = byOccurrence.get(occurrence);
+      assertEquals(1, runners.size(), "runs of the occurrence " + occurrence + ", by instance: "
+          + runners + "; all: " + byOccurrence);
+      assertTrue(instanceIds.contains(runners.get(0)), "unknown runner " + runners.get(0));
+    }
+    for (int i = 1; i < judged.size(); i++) {
+      assertEquals(SNAPSHOT_PERIOD, Duration.between(judged.get(i - 1), judged.get(i)),
+          "occurrences " + judged.get(i - 1) + " and " + judged.get(i) + " are one period apart "
+              + "(none missed); all: " + byOccurrence);
+    }
+  }
+
+  /** The snapshot job's runs scheduled after {@code since}: who ran each occurrence, in order. */
+  private static Map<Instant, List<String>> runnersByOccurrence(Instant since) {
+    Map<Instant, List<String>> runners = new TreeMap<>();
+    for (StockApi.SnapshotRun run : api.snapshots(uris.get(0)).runs()) {
+      if (run.occurrence().isAfter(since)) {
+        runners.computeIfAbsent(run.occurrence(), o -> new ArrayList<>()).add(run.instance());
+      }
+    }
+    return runners;
   }
 }
