@@ -44,7 +44,9 @@ final class ConfigKeys {
   /** Every key Holdfast defines, for suggestions: the client's and the CDI layer's. */
   private static final List<String> CANDIDATES = concat(LockClientConfig.KEYS,
       concat(CONTAINER_KEYS,
-          List.of("holdfast.locked.wait-time", "holdfast.locked.lease-time")));
+          List.of("holdfast.locked.wait-time", "holdfast.locked.lease-time",
+              "holdfast.locked.mode", "holdfast.locked.skip-if-busy",
+              "holdfast.locked.hold-at-least")));
 
   private ConfigKeys() {
   }

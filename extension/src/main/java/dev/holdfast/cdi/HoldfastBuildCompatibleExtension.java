@@ -147,7 +147,9 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
       }
       targets.add(new LockedTarget(m.declaringClass().name(), m.name(), types, names,
           m.modifiers(), classFinal, own == null, member(locked, "value"),
-          member(locked, "waitTime"), member(locked, "leaseTime"), fenced(locked)));
+          member(locked, "waitTime"), member(locked, "leaseTime"), flag(locked, "fenced"),
+          mode(locked), flag(locked, "skipIfBusy"), member(locked, "holdAtLeast"),
+          m.returnType().isVoid() ? "void" : m.returnType().toString()));
     }
     return targets;
   }
@@ -190,9 +192,14 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
     return member == null ? "" : member.asString();
   }
 
-  private static boolean fenced(AnnotationInfo annotation) {
-    AnnotationMember member = annotation.member("fenced");
+  private static boolean flag(AnnotationInfo annotation, String name) {
+    AnnotationMember member = annotation.member(name);
     return member != null && member.asBoolean();
+  }
+
+  private static Locked.Mode mode(AnnotationInfo annotation) {
+    AnnotationMember member = annotation.member("mode");
+    return member == null ? Locked.Mode.EXCLUSIVE : member.asEnum(Locked.Mode.class);
   }
 
   private static String describe(DeclarationInfo declaration) {

@@ -111,16 +111,15 @@ final class HoldfastConfig {
         continue;
       }
       String member = m.group(2);
+      String members = "." + String.join(", .", LockedDefinitions.CONFIGURABLE);
       if (member.equals("fenced")) {
         problems.add("Configuration key '" + key + "' cannot override @Locked.fenced: whether a "
-            + "method receives a fencing token is part of its code; overrides end in ."
-            + LockedDefinitions.WAIT_TIME + " or ." + LockedDefinitions.LEASE_TIME);
+            + "method receives a fencing token is part of its code; overrides end in " + members);
         continue;
       }
-      if (!member.equals(LockedDefinitions.WAIT_TIME)
-          && !member.equals(LockedDefinitions.LEASE_TIME)) {
-        problems.add("Unknown configuration key '" + key + "': @Locked overrides end in ."
-            + LockedDefinitions.WAIT_TIME + " or ." + LockedDefinitions.LEASE_TIME);
+      if (!LockedDefinitions.CONFIGURABLE.contains(member)) {
+        problems.add("Unknown configuration key '" + key + "': @Locked overrides end in "
+            + members);
         continue;
       }
       Optional<String> value = lookup(config).apply(key);

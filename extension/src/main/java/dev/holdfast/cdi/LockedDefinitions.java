@@ -7,11 +7,14 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * The one place that decides whether a {@code @Locked} method is valid and what it means: used by
@@ -22,14 +25,20 @@ final class LockedDefinitions {
 
   static final String WAIT_TIME = "wait-time";
   static final String LEASE_TIME = "lease-time";
+  static final String MODE = "mode";
+  static final String SKIP_IF_BUSY = "skip-if-busy";
+  static final String HOLD_AT_LEAST = "hold-at-least";
+  /** The members a configuration key can override, as they end the key. */
+  static final List<String> CONFIGURABLE =
+      List.of(WAIT_TIME, LEASE_TIME, MODE, SKIP_IF_BUSY, HOLD_AT_LEAST);
 
   private LockedDefinitions() {
   }
 
   /**
    * Problems of {@code target} as written in code: whether the container can intercept it, the
-   * name template and the annotation's durations. Config overrides are checked by
-   * {@link #prepare}.
+   * name template, the annotation's durations and the members that exclude each other. Config
+   * overrides are checked by {@link #prepare}.
    */
   static List<String> problems(LockedTarget t) {
     List<String> problems = new ArrayList<>();
@@ -58,18 +67,72 @@ final class LockedDefinitions {
     } catch (IllegalArgumentException e) {
       problems.add(invalid(t, "waitTime", t.waitTime(), e.getMessage()));
     }
+    Duration lease = null;
     try {
-      leaseTime(t.leaseTime(), "@Locked.leaseTime");
+      lease = leaseTime(t.leaseTime(), "@Locked.leaseTime");
     } catch (IllegalArgumentException e) {
       problems.add(invalid(t, "leaseTime", t.leaseTime(), e.getMessage()));
     }
+    Duration holdAtLeast = null;
+    try {
+      holdAtLeast = holdAtLeast(t.holdAtLeast(), "@Locked.holdAtLeast");
+    } catch (IllegalArgumentException e) {
+      problems.add(invalid(t, "holdAtLeast", t.holdAtLeast(), e.getMessage()));
+    }
+    String annotated = t.classLevel() ? " on class " + t.className() + ", which applies to "
+        + t.where() : " on " + t.where();
+    conflicts(t, annotated, Map.entry("@Locked.mode", t.mode().name()), t.mode(),
+        Map.entry("@Locked.skipIfBusy", String.valueOf(t.skipIfBusy())), t.skipIfBusy(),
+        Map.entry("@Locked.leaseTime", t.leaseTime()), lease,
+        Map.entry("@Locked.holdAtLeast", t.holdAtLeast()), holdAtLeast, problems);
     return problems;
   }
 
   /**
+   * Appends the problems of members that exclude each other: {@code skipIfBusy} on a method
+   * that returns something, {@code fenced} with a mode other than {@code EXCLUSIVE}, a lease
+   * shorter than {@code holdAtLeast}. Each value comes with where it came from (an annotation
+   * member or a config key), which the message names.
+   */
+  private static void conflicts(LockedTarget t, String annotated,
+      Map.Entry<String, String> modeSource, Locked.Mode mode,
+      Map.Entry<String, String> skipSource, boolean skipIfBusy,
+      Map.Entry<String, String> leaseSource, Duration lease,
+      Map.Entry<String, String> holdSource, Duration holdAtLeast, List<String> problems) {
+    if (skipIfBusy && !t.returnsVoid()) {
+      problems.add("Invalid " + said(skipSource) + annotated + ": only a void method can be "
+          + "skipped (a skipped call does not run the method and has no result to return), but it "
+          + "returns " + t.returnType() + "; make it void or remove skipIfBusy");
+    }
+    if (t.fenced() && mode != Locked.Mode.EXCLUSIVE) {
+      problems.add("Invalid @Locked.fenced = true with " + said(modeSource) + annotated
+          + ": fencing tokens exist only for the EXCLUSIVE lock; remove fenced or use mode "
+          + "EXCLUSIVE");
+    }
+    if (lease != null && holdAtLeast != null && lease.compareTo(holdAtLeast) < 0) {
+      problems.add("Invalid " + said(holdSource) + " with " + said(leaseSource) + annotated
+          + ": the lease ends the hold before the minimum; make leaseTime at least holdAtLeast "
+          + "or leave it empty (the watchdog)");
+    }
+  }
+
+  /**
+   * A value and where it came from, as in the other messages: {@code @Locked.leaseTime = "10s"},
+   * {@code @Locked.mode = READ} or {@code holdfast.locked.lease-time='10s'}.
+   */
+  private static String said(Map.Entry<String, String> source) {
+    String from = source.getKey();
+    if (!from.startsWith("@")) {
+      return from + "='" + source.getValue() + "'";
+    }
+    boolean text = from.endsWith("Time") || from.endsWith("holdAtLeast");
+    return from + " = " + (text ? "\"" + source.getValue() + "\"" : source.getValue());
+  }
+
+  /**
    * Prepares the operation, applying config overrides (method key, class key, global key, then
-   * the annotation) to the wait and the lease; {@code fenced} is the annotation's: whether the
-   * method receives a token is part of its code, not of its deployment.
+   * the annotation) to every member but {@code value} and {@code fenced}: the name and whether
+   * the method receives a token are part of its code, not of its deployment.
    *
    * @throws IllegalArgumentException with a message naming the method, the member, the config key
    *     (or annotation member) the value came from, and the value
@@ -83,34 +146,53 @@ final class LockedDefinitions {
         config);
     Map.Entry<String, String> lease = effective(t, LEASE_TIME, t.leaseTime(),
         "@Locked.leaseTime", config);
-    Duration waitTime;
-    Duration leaseTime;
+    Map.Entry<String, String> mode = effective(t, MODE, t.mode().name(), "@Locked.mode", config);
+    Map.Entry<String, String> skip = effective(t, SKIP_IF_BUSY, String.valueOf(t.skipIfBusy()),
+        "@Locked.skipIfBusy", config);
+    Map.Entry<String, String> hold = effective(t, HOLD_AT_LEAST, t.holdAtLeast(),
+        "@Locked.holdAtLeast", config);
+    Duration waitTime = parse(t, "waitTime", () -> waitTime(wait.getValue(), wait.getKey()));
+    Duration leaseTime = parse(t, "leaseTime", () -> leaseTime(lease.getValue(), lease.getKey()));
+    Locked.Mode lockMode = parse(t, "mode", () -> mode(mode.getValue(), mode.getKey()));
+    boolean skipIfBusy = parse(t, "skipIfBusy", () -> bool(skip.getValue(), skip.getKey()));
+    Duration holdAtLeast = parse(t, "holdAtLeast",
+        () -> holdAtLeast(hold.getValue(), hold.getKey()));
+    List<String> conflicts = new ArrayList<>();
+    conflicts(t, " on " + t.where(), mode, lockMode, skip, skipIfBusy, lease, leaseTime, hold,
+        holdAtLeast, conflicts);
+    if (!conflicts.isEmpty()) {
+      throw new IllegalArgumentException(String.join("; ", conflicts));
+    }
+    if (skipIfBusy && waitTime == null) {
+      waitTime = Duration.ZERO; // a job that is busy elsewhere is skipped, not queued
+    }
+    return new LockedOperation(t.where(), template(t), waitTime, leaseTime, t.fenced(), lockMode,
+        skipIfBusy, holdAtLeast);
+  }
+
+  private static <T> T parse(LockedTarget t, String member, Supplier<T> parser) {
     try {
-      waitTime = waitTime(wait.getValue(), wait.getKey());
+      return parser.get();
     } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("Invalid configuration for @Locked.waitTime on "
+      throw new IllegalArgumentException("Invalid configuration for @Locked." + member + " on "
           + t.where() + ": " + e.getMessage(), e);
     }
-    try {
-      leaseTime = leaseTime(lease.getValue(), lease.getKey());
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("Invalid configuration for @Locked.leaseTime on "
-          + t.where() + ": " + e.getMessage(), e);
-    }
-    return new LockedOperation(t.where(), template(t), waitTime, leaseTime, t.fenced());
   }
 
   /**
    * Checks the value of an override key on its own, for keys no prepared method consulted.
    *
-   * @param member {@link #WAIT_TIME} or {@link #LEASE_TIME}
+   * @param member one of {@link #CONFIGURABLE}
    * @throws IllegalArgumentException naming the key and the value
    */
   static void checkOverride(String key, String member, String value) {
-    if (member.equals(WAIT_TIME)) {
-      waitTime(value, key);
-    } else {
-      leaseTime(value, key);
+    switch (member) {
+      case WAIT_TIME -> waitTime(value, key);
+      case LEASE_TIME -> leaseTime(value, key);
+      case MODE -> mode(value, key);
+      case SKIP_IF_BUSY -> bool(value, key);
+      case HOLD_AT_LEAST -> holdAtLeast(value, key);
+      default -> throw new IllegalArgumentException("Unknown configuration key '" + key + "'");
     }
   }
 
@@ -142,6 +224,35 @@ final class LockedDefinitions {
       throw new IllegalArgumentException(culprit + "='" + value + "' must not be negative");
     }
     return d;
+  }
+
+  private static Locked.Mode mode(String value, String culprit) {
+    try {
+      return Locked.Mode.valueOf(value.trim().toUpperCase(Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(culprit + "='" + value + "' is not a mode: use one of "
+          + Arrays.toString(Locked.Mode.values()));
+    }
+  }
+
+  private static boolean bool(String value, String culprit) {
+    String v = value.trim();
+    if (v.equalsIgnoreCase("true") || v.equalsIgnoreCase("false")) {
+      return Boolean.parseBoolean(v);
+    }
+    throw new IllegalArgumentException(culprit + "='" + value + "' must be true or false");
+  }
+
+  /** Null means "no minimum": released when the method returns; so does {@code 0s}. */
+  private static Duration holdAtLeast(String value, String culprit) {
+    if (value == null || value.isBlank()) {
+      return null;
+    }
+    Duration d = ConfigValues.duration(culprit, value);
+    if (d.isNegative()) {
+      throw new IllegalArgumentException(culprit + "='" + value + "' must not be negative");
+    }
+    return d.isZero() ? null : d;
   }
 
   /** Null means "the watchdog". */

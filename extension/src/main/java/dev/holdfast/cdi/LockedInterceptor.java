@@ -17,9 +17,10 @@ import java.util.Map;
 
 /**
  * Runs {@link Locked} methods under their lock. All decisions were made at deployment: a call
- * looks up the operation prepared for its bean class and method, renders the name, acquires,
- * proceeds — for a fenced operation with the hold's token as {@link FencingToken#current()} —
- * and releases.
+ * looks up the operation prepared for its bean class and method, renders the name, acquires
+ * (or skips the call, for a busy {@code skipIfBusy} lock), proceeds — for a fenced operation
+ * with the hold's token as {@link FencingToken#current()} — and releases (or leaves the lock
+ * held until {@code holdAtLeast} after the method started).
  *
  * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
  * are looked up once, at construction. The bean class is the one the container reports
@@ -51,6 +52,10 @@ public class LockedInterceptor {
   public Object lockAround(InvocationContext ctx) throws Exception {
     LockedOperation operation = operation(ctx);
     DistributedLock lock = operation.acquire(client, tracing, ctx.getParameters());
+    if (lock == null) {
+      return null; // skipped: busy elsewhere, and the (void) method said to skip then
+    }
+    long started = System.nanoTime();
     Throwable failure = null;
     try {
       return operation.fenced()
@@ -61,7 +66,7 @@ public class LockedInterceptor {
       throw t;
     } finally {
       try {
-        lock.unlock();
+        operation.release(client, lock, started);
       } catch (RuntimeException e) {
         if (failure == null) {
           throw e; // e.g. the lock was lost while the method ran: the caller must know

@@ -5,6 +5,7 @@ import dev.holdfast.FencedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockException;
 import dev.holdfast.LockNotAcquiredException;
+import dev.holdfast.Locked;
 import dev.holdfast.engine.EngineAccess;
 import dev.holdfast.engine.LockEngine;
 import java.time.Duration;
@@ -12,28 +13,37 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Everything the interceptor needs for one {@code @Locked} method, prepared once: the parsed
- * name, the wait (null: as long as it takes), the lease (null: the watchdog) and whether the
- * hold carries a fencing token. Immutable.
+ * name, the wait (null: as long as it takes), the lease (null: the watchdog), whether the hold
+ * carries a fencing token, which kind of lock it is, whether a busy lock skips the call, and the
+ * minimum hold (null: none). Immutable.
  *
- * <p>Locks are taken through the engine with the name's template, so that metrics and JFR events
- * count them by {@code inventory:{sku}}, not by each SKU.
+ * <p>Exclusive locks are taken through the engine with the name's template, so that metrics and
+ * JFR events count them by {@code inventory:{sku}}, not by each SKU.
  */
 final class LockedOperation {
+  private static final System.Logger LOG = System.getLogger(LockedInterceptor.class.getName());
+
   private final String where;
   private final LockNameTemplate name;
   private final Duration waitTime;
   private final Duration leaseTime;
   private final boolean fenced;
+  private final Locked.Mode mode;
+  private final boolean skipIfBusy;
+  private final Duration holdAtLeast;
   private final String template;
   private final String spanName;
 
   LockedOperation(String where, LockNameTemplate name, Duration waitTime, Duration leaseTime,
-      boolean fenced) {
+      boolean fenced, Locked.Mode mode, boolean skipIfBusy, Duration holdAtLeast) {
     this.where = where;
     this.name = name;
     this.waitTime = waitTime;
     this.leaseTime = leaseTime;
     this.fenced = fenced;
+    this.mode = mode;
+    this.skipIfBusy = skipIfBusy;
+    this.holdAtLeast = holdAtLeast;
     this.template = name.toString();
     this.spanName = "lock.wait " + template;
   }
@@ -44,22 +54,23 @@ final class LockedOperation {
   }
 
   /**
-   * Acquires the lock for these arguments, as the annotation says: a fenced lock when the
-   * operation is fenced; the wait is a span when tracing is on.
+   * Acquires the lock for these arguments, as the annotation says: the kind of lock of its mode,
+   * fenced when the operation is fenced; the wait is a span when tracing is on.
    *
-   * @return the held lock, to unlock after the method
-   * @throws LockNotAcquiredException when the wait elapsed or the thread was interrupted
+   * @return the held lock, to {@link #release} after the method; {@code null} when the operation
+   *     skips a busy lock and the lock was busy (logged and counted here): the method must not run
+   * @throws LockNotAcquiredException when the wait elapsed (unless the call is skipped) or the
+   *     thread was interrupted
    */
   DistributedLock acquire(LockClient client, LockTracing tracing, Object[] args) {
     String lockName = name.render(args);
     LockEngine engine = EngineAccess.engine(client);
-    DistributedLock lock = fenced ? engine.fencedLock(lockName, template)
-        : engine.lock(lockName, template);
+    DistributedLock lock = lock(engine, lockName);
     Object span = tracing.waitBegins(spanName, template, lockName);
     String outcome = "failed";
     Throwable failure = null;
     try {
-      outcome = acquire(lock, lockName) ? "acquired" : "timed_out";
+      outcome = acquire(lock, lockName) ? "acquired" : skipIfBusy ? "skipped" : "timed_out";
     } catch (LockNotAcquiredException e) {
       outcome = "interrupted";
       failure = e;
@@ -73,10 +84,43 @@ final class LockedOperation {
     } else if (failure instanceof Error e) {
       throw e;
     }
+    if ("skipped".equals(outcome)) {
+      engine.skipped(template);
+      LOG.log(System.Logger.Level.DEBUG, () -> "Skipped " + where + ": lock '" + lockName
+          + "' is held elsewhere (@Locked(skipIfBusy = true), waited " + waitTime + ")");
+      return null;
+    }
     if (!"acquired".equals(outcome)) {
       throw new LockNotAcquiredException(lockName, waitTime, null);
     }
     return lock;
+  }
+
+  /** The handle for {@code lockName} of the operation's kind; no I/O. */
+  private DistributedLock lock(LockEngine engine, String lockName) {
+    return switch (mode) {
+      case EXCLUSIVE -> fenced ? engine.fencedLock(lockName, template)
+          : engine.lock(lockName, template);
+      case READ -> engine.readWriteLock(lockName).readLock();
+      case WRITE -> engine.readWriteLock(lockName).writeLock();
+      case FAIR -> engine.fairLock(lockName);
+    };
+  }
+
+  /**
+   * Releases the hold {@link #acquire} returned, once the method that started at
+   * {@code startedNanos} ({@link System#nanoTime()}) has returned or thrown: at once, or, with a
+   * minimum hold not yet reached, by leaving the lock to expire when it is.
+   *
+   * @throws RuntimeException as {@link DistributedLock#unlock()} does
+   */
+  void release(LockClient client, DistributedLock lock, long startedNanos) {
+    if (holdAtLeast == null) {
+      lock.unlock();
+      return;
+    }
+    Duration elapsed = Duration.ofNanos(System.nanoTime() - startedNanos);
+    EngineAccess.engine(client).unlockAfter(lock, holdAtLeast.minus(elapsed));
   }
 
   /**
@@ -123,8 +167,11 @@ final class LockedOperation {
 
   @Override
   public String toString() {
-    return "@Locked(\"" + name + "\"" + (fenced ? ", fenced" : "") + ") on " + where + " [wait "
+    return "@Locked(\"" + name + "\"" + (fenced ? ", fenced" : "")
+        + (mode != Locked.Mode.EXCLUSIVE ? ", " + mode : "")
+        + (skipIfBusy ? ", skipIfBusy" : "") + ") on " + where + " [wait "
         + (waitTime == null ? "unbounded" : waitTime) + ", lease "
-        + (leaseTime == null ? "watchdog" : leaseTime) + "]";
+        + (leaseTime == null ? "watchdog" : leaseTime)
+        + (holdAtLeast == null ? "" : ", held at least " + holdAtLeast) + "]";
   }
 }

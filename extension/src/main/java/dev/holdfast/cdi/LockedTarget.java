@@ -23,10 +23,16 @@ import java.util.List;
  * @param waitTime       {@link Locked#waitTime()}
  * @param leaseTime      {@link Locked#leaseTime()}
  * @param fenced         {@link Locked#fenced()}
+ * @param mode           {@link Locked#mode()}
+ * @param skipIfBusy     {@link Locked#skipIfBusy()}
+ * @param holdAtLeast    {@link Locked#holdAtLeast()}
+ * @param returnType     the simple name of the method's return type ({@code void}...), for
+ *                       {@code skipIfBusy}, which only a void method can have
  */
 record LockedTarget(String className, String methodName, List<String> parameterTypes,
     List<String> parameterNames, int modifiers, boolean classFinal, boolean classLevel,
-    String value, String waitTime, String leaseTime, boolean fenced) {
+    String value, String waitTime, String leaseTime, boolean fenced, Locked.Mode mode,
+    boolean skipIfBusy, String holdAtLeast, String returnType) {
 
   /**
    * Describes {@code method} of {@code beanClass} as annotated by {@code locked}. The method's
@@ -37,7 +43,13 @@ record LockedTarget(String className, String methodName, List<String> parameterT
         Arrays.stream(method.getParameterTypes()).map(Class::getSimpleName).toList(),
         Arrays.stream(method.getParameters()).map(Parameter::getName).toList(),
         method.getModifiers(), Modifier.isFinal(beanClass.getModifiers()), classLevel,
-        locked.value(), locked.waitTime(), locked.leaseTime(), locked.fenced());
+        locked.value(), locked.waitTime(), locked.leaseTime(), locked.fenced(), locked.mode(),
+        locked.skipIfBusy(), locked.holdAtLeast(), method.getReturnType().getSimpleName());
+  }
+
+  /** Whether a skipped call can return: the method returns nothing. */
+  boolean returnsVoid() {
+    return returnType.equals("void");
   }
 
   /** {@code com.acme.Inventory.reserve(String, int)}, for messages. */

@@ -53,7 +53,8 @@ final class OpenTelemetryTracing implements LockTracing {
     if (failure != null) {
       span.recordException(failure);
     }
-    if (!"acquired".equals(outcome)) {
+    // A skipped call (@Locked(skipIfBusy)) is what the method asked for, not an error.
+    if (!"acquired".equals(outcome) && !"skipped".equals(outcome)) {
       span.setStatus(StatusCode.ERROR, "lock not acquired: " + outcome);
     }
     span.end();

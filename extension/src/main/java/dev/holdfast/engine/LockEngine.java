@@ -169,6 +169,16 @@ public final class LockEngine implements AutoCloseable {
     throw new UnsupportedOperationException("executeInLock: not yet"); // issue 9
   }
 
+  /**
+   * Like {@code lock.unlock()} on the calling thread, but when this unlock would end the hold,
+   * the lock stays held in Redis for {@code remaining} more and then expires (renewal stops; no
+   * {@code LockLost}); {@code remaining <= 0} or a nested hold: a plain unlock. For
+   * {@code @Locked(holdAtLeast)}.
+   */
+  public void unlockAfter(DistributedLock lock, java.time.Duration remaining) {
+    lock.unlock(); // TODO lead: keep the lock for `remaining` (placeholder until merged)
+  }
+
   /** {@link #fencedLock(String)}, measured under {@code template}. */
   public FencedLock fencedLock(String name, String template) {
     return new RedisLock(this, LockNames.of(config.keyPrefix(), name), true,
@@ -222,6 +232,14 @@ public final class LockEngine implements AutoCloseable {
 
   RedisTopology topology() {
     return topology;
+  }
+
+  /**
+   * Counts a {@code @Locked(skipIfBusy = true)} call that did not run because its lock was busy
+   * (its {@code tryLock} is measured as any other acquisition).
+   */
+  public void skipped(String template) {
+    observer.skipped(template);
   }
 
   LockObserver observer() {

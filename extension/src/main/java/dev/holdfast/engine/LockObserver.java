@@ -61,6 +61,13 @@ interface LockObserver {
   default void acquisition(String template, Outcome outcome, long nanos) {
   }
 
+  /**
+   * A {@code @Locked(skipIfBusy = true)} call returned without running its method: the lock was
+   * busy. (Its acquisition attempt was reported to {@link #acquisition} as usual.)
+   */
+  default void skipped(String template) {
+  }
+
   /** A hold's final {@code unlock()} released the lock {@code nanos} after it was acquired. */
   default void released(String template, long nanos) {
   }

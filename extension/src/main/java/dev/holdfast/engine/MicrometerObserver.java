@@ -29,6 +29,8 @@ import java.util.function.IntSupplier;
  *   <tr><td>{@value #HELD}</td><td>timer: acquisition to final unlock</td><td>template</td></tr>
  *   <tr><td>{@value #ACTIVE}</td><td>gauge: holds now</td><td>—</td></tr>
  *   <tr><td>{@value #WAITING}</td><td>gauge: threads waiting now</td><td>—</td></tr>
+ *   <tr><td>{@value #SKIPPED}</td><td>counter: {@code @Locked(skipIfBusy = true)} calls that
+ *       did not run because the lock was busy</td><td>template</td></tr>
  *   <tr><td>{@value #RENEWALS}</td><td>counter: watchdog renewals of a hold</td>
  *       <td>template, result ({@code ok}, {@code failed})</td></tr>
  *   <tr><td>{@value #LOST}</td><td>counter: holds lost</td><td>template, reason</td></tr>
@@ -50,6 +52,7 @@ final class MicrometerObserver implements LockObserver {
   static final String ACTIVE = "holdfast.lock.active";
   static final String WAITING = "holdfast.lock.waiting";
   static final String RENEWALS = "holdfast.lock.renewals";
+  static final String SKIPPED = "holdfast.lock.skipped";
   static final String LOST = "holdfast.lock.lost";
   static final String REDIS_ERRORS = "holdfast.redis.errors";
   static final int MAX_TEMPLATES = 100;
@@ -78,6 +81,11 @@ final class MicrometerObserver implements LockObserver {
   @Override
   public void released(String template, long nanos) {
     shared.template(template).held.record(nanos, TimeUnit.NANOSECONDS);
+  }
+
+  @Override
+  public void skipped(String template) {
+    shared.template(template).skipped().increment();
   }
 
   @Override
@@ -168,6 +176,7 @@ final class MicrometerObserver implements LockObserver {
     private final Tags tags;
     private final AtomicReferenceArray<Timer> waits = new AtomicReferenceArray<>(OUTCOMES.length);
     private final AtomicReferenceArray<Counter> losses = new AtomicReferenceArray<>(CAUSES.length);
+    private volatile Counter skipped;
     final Timer held;
     final Counter renewalsOk;
     final Counter renewalsFailed;
@@ -197,6 +206,19 @@ final class MicrometerObserver implements LockObserver {
         waits.set(outcome.ordinal(), t);
       }
       return t;
+    }
+
+    /** Created on first use: only templates of skipIfBusy methods that skipped publish it. */
+    Counter skipped() {
+      Counter c = skipped;
+      if (c == null) {
+        c = Counter.builder(SKIPPED)
+            .description("@Locked(skipIfBusy) calls that did not run because the lock was busy")
+            .tags(tags)
+            .register(registry);
+        skipped = c;
+      }
+      return c;
     }
 
     Counter lost(LossCause cause) {

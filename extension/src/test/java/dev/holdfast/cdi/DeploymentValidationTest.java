@@ -119,6 +119,65 @@ class DeploymentValidationTest {
   }
 
   @ApplicationScoped
+  public static class SkipNonVoid {
+    @Locked(value = "count", skipIfBusy = true)
+    public int count() {
+      return 1;
+    }
+  }
+
+  @Locked(value = "jobs", skipIfBusy = true)
+  @ApplicationScoped
+  public static class ClassLevelSkipWithResult {
+    public void fine() {
+    }
+
+    public String result() {
+      return "";
+    }
+  }
+
+  @ApplicationScoped
+  public static class BadHoldAtLeast {
+    @Locked(value = "report", holdAtLeast = "half a minute")
+    public void report() {
+    }
+  }
+
+  @ApplicationScoped
+  public static class NegativeHoldAtLeast {
+    @Locked(value = "report", holdAtLeast = "PT-1S")
+    public void report() {
+    }
+  }
+
+  @ApplicationScoped
+  public static class LeaseShorterThanHold {
+    @Locked(value = "report", leaseTime = "10s", holdAtLeast = "30s")
+    public void report() {
+    }
+  }
+
+  @ApplicationScoped
+  public static class FencedRead {
+    @Locked(value = "prices", fenced = true, mode = Locked.Mode.READ)
+    public void read() {
+    }
+  }
+
+  @ApplicationScoped
+  public static class Job {
+    @Locked(value = "job", skipIfBusy = true, holdAtLeast = "30s")
+    public void run() {
+    }
+
+    @Locked(value = "job-count", fenced = true, leaseTime = "10s")
+    public int count() {
+      return 0;
+    }
+  }
+
+  @ApplicationScoped
   public static class Valid {
     @Locked(value = "fine", waitTime = "1s")
     public void run() {
@@ -287,6 +346,108 @@ class DeploymentValidationTest {
     } finally {
       LoopbackPorts.release(port);
     }
+  }
+
+  @Test
+  void skipIfBusy_onANonVoidMethod() {
+    assertFails("Invalid @Locked.skipIfBusy = true on " + SkipNonVoid.class.getName()
+        + ".count(): only a void method can be skipped", SkipNonVoid.class);
+  }
+
+  @Test
+  void classLevelSkipIfBusy_withANonVoidMethod() {
+    assertFails("Invalid @Locked.skipIfBusy = true on class "
+        + ClassLevelSkipWithResult.class.getName() + ", which applies to "
+        + ClassLevelSkipWithResult.class.getName() + ".result(): only a void method can be "
+        + "skipped", ClassLevelSkipWithResult.class);
+  }
+
+  @Test
+  void unparseableHoldAtLeast() {
+    assertFails("Invalid @Locked.holdAtLeast = \"half a minute\" on "
+        + BadHoldAtLeast.class.getName() + ".report(): @Locked.holdAtLeast='half a minute' is "
+        + "not a duration", BadHoldAtLeast.class);
+  }
+
+  @Test
+  void negativeHoldAtLeast() {
+    assertFails("@Locked.holdAtLeast='PT-1S' must not be negative", NegativeHoldAtLeast.class);
+  }
+
+  @Test
+  void leaseShorterThanHoldAtLeast_namesBothMembers() {
+    assertFails("Invalid @Locked.holdAtLeast = \"30s\" with @Locked.leaseTime = \"10s\" on "
+        + LeaseShorterThanHold.class.getName() + ".report()", LeaseShorterThanHold.class);
+  }
+
+  @Test
+  void fencedWithReadMode_namesBothMembers() {
+    assertFails("Invalid @Locked.fenced = true with @Locked.mode = READ on "
+        + FencedRead.class.getName() + ".read(): fencing tokens exist only for the EXCLUSIVE "
+        + "lock", FencedRead.class);
+  }
+
+  @Test
+  void newOverrideKeys_areAccepted() {
+    config.close();
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.mode", "write",
+        "holdfast.\"" + Valid.class.getName() + "\".locked.skip-if-busy", "TRUE",
+        "holdfast.\"" + Valid.class.getName() + "/run\".locked.hold-at-least", "5m");
+    try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(Valid.class).initialize()) {
+      assertTrue(c.isRunning());
+    }
+  }
+
+  @Test
+  void invalidModeOverride_namesTheKey() {
+    config.close();
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.mode", "shared");
+    assertFails("holdfast.locked.mode='shared' is not a mode: use one of [EXCLUSIVE, READ, "
+        + "WRITE, FAIR]", Valid.class);
+  }
+
+  @Test
+  void invalidSkipIfBusyOverride_namesTheKey_evenWhenNoMethodUsesIt() {
+    config.close();
+    String key = "holdfast.\"com.acme.Elsewhere\".locked.skip-if-busy";
+    config = TestConfig.of(NO_REDIS, key, "yes");
+    assertFails(key + "='yes' must be true or false", Valid.class);
+  }
+
+  @Test
+  void invalidHoldAtLeastOverride_namesTheKey() {
+    config.close();
+    String key = "holdfast.\"" + Job.class.getName() + "/run\".locked.hold-at-least";
+    config = TestConfig.of(NO_REDIS, key, "forever");
+    assertFails("Invalid configuration for @Locked.holdAtLeast on " + Job.class.getName()
+        + ".run(): " + key + "='forever' is not a duration", Job.class);
+  }
+
+  @Test
+  void skipIfBusyOverride_onANonVoidMethod_namesTheKey() {
+    config.close();
+    String key = "holdfast.\"" + Job.class.getName() + "\".locked.skip-if-busy";
+    config = TestConfig.of(NO_REDIS, key, "true");
+    assertFails("Invalid " + key + "='true' on " + Job.class.getName() + ".count(): only a void "
+        + "method can be skipped", Job.class);
+  }
+
+  @Test
+  void modeOverride_onAFencedMethod_namesTheKey() {
+    config.close();
+    String key = "holdfast.\"" + Job.class.getName() + "/count\".locked.mode";
+    config = TestConfig.of(NO_REDIS, key, "FAIR");
+    assertFails("Invalid @Locked.fenced = true with " + key + "='FAIR' on " + Job.class.getName()
+        + ".count()", Job.class);
+  }
+
+  @Test
+  void holdAtLeastOverride_longerThanTheLease_namesBoth() {
+    config.close();
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.hold-at-least", "1m");
+    assertFails("Invalid holdfast.locked.hold-at-least='1m' with @Locked.leaseTime = \"10s\" on "
+        + Job.class.getName() + ".count()", Job.class);
   }
 
   @Test
