@@ -37,8 +37,11 @@ public class StockSnapshotJob {
   /**
    * Takes the snapshot of one occurrence of the schedule, unless another instance is taking it.
    * Cron: Quartz syntax with seconds, {@code 0 * * * * ?} for every minute.
+   * {@code stock.snapshot.max-delay} (default 0s) delays each call by a random time up to it, as
+   * schedulers on different hosts fire apart; the tests use it to show {@code holdAtLeast} at work.
    */
-  @Scheduled(identity = "stock-snapshot", cron = "${stock.snapshot.cron}")
+  @Scheduled(identity = "stock-snapshot", cron = "${stock.snapshot.cron}",
+      executionMaxDelay = "${stock.snapshot.max-delay}")
   @Locked(value = "stock-snapshot", skipIfBusy = true, holdAtLeast = "5s")
   public void takeSnapshot(ScheduledExecution execution) {
     StockStore.Totals totals = store.totals();

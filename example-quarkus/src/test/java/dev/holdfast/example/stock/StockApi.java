@@ -14,6 +14,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A small client of the example's HTTP API for the tests and the demo, including the burst of
@@ -118,6 +120,18 @@ final class StockApi {
           run.get("instance").asText()));
     }
     return new Snapshots(answer.get("instance").asText(), runs);
+  }
+
+  /**
+   * The value of the Prometheus series {@code name{labels}} at {@code /q/metrics}, or 0 if the
+   * instance has not published it (Micrometer creates some meters on first use).
+   */
+  double metric(URI instance, String name, String labels) {
+    String metrics = expectOk(send(request(instance, "/q/metrics").GET().build())).body();
+    Matcher m = Pattern.compile(
+        "(?m)^" + Pattern.quote(name + "{" + labels + "}") + " (\\S+)$")
+        .matcher(metrics);
+    return m.find() ? Double.parseDouble(m.group(1)) : 0;
   }
 
   /** Starts {@code POST /report} on one instance; completes with the status code. */

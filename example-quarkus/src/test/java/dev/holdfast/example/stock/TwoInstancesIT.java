@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisServer;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
@@ -16,7 +18,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
-import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -33,8 +34,14 @@ class TwoInstancesIT {
   private static final String SNAPSHOT_CRON = "0/3 * * * * ?";
   private static final Duration SNAPSHOT_PERIOD = Duration.ofSeconds(3);
   /**
+   * Each instance calls the job up to this long after the scheduled time, at random: the two
+   * instances' calls are apart by up to that, much more than the job takes.
+   */
+  private static final String SNAPSHOT_MAX_DELAY = "500ms";
+  /**
    * The job's {@code holdAtLeast} here, by configuration (the annotation's 5 s suits a
-   * once-a-minute job): longer than the instances' schedulers are apart, shorter than the period.
+   * once-a-minute job): longer than the instances' calls are apart (with a second to spare for a
+   * busy machine), shorter than the period (likewise).
    */
   private static final String SNAPSHOT_HOLD = "1500ms";
   /** How many consecutive occurrences the snapshot test judges. */
@@ -52,8 +59,11 @@ class TwoInstancesIT {
     instances = AppInstance.startAll(2, jar, redis.uri(), Path.of("target", "it-logs"),
         Duration.ofSeconds(60),
         "stock.snapshot.cron=" + SNAPSHOT_CRON,
+        "stock.snapshot.max-delay=" + SNAPSHOT_MAX_DELAY,
         "holdfast.\"" + StockSnapshotJob.class.getName() + "/takeSnapshot\".locked.hold-at-least="
-            + SNAPSHOT_HOLD);
+            + SNAPSHOT_HOLD,
+        // Skipped @Locked(skipIfBusy) calls are logged at debug.
+        "quarkus.log.category.\"dev.holdfast.cdi\".level=DEBUG");
     uris = instances.stream().map(AppInstance::uri).toList();
   }
 
@@ -107,16 +117,17 @@ class TwoInstancesIT {
   }
 
   /**
-   * Both instances' schedulers fire every occurrence of the snapshot job; {@code @Locked(skipIfBusy
-   * = true, holdAtLeast = …)} lets exactly one of them run it: every occurrence since the test
-   * began appears once in the shared list, none twice, and none is missing in between.
+   * Both instances' schedulers fire every occurrence of the snapshot job, up to
+   * {@value #SNAPSHOT_MAX_DELAY} apart; {@code @Locked(skipIfBusy = true, holdAtLeast = …)} lets
+   * exactly one of them run it: every occurrence since the test began appears once in the shared
+   * list, none twice, and none is missing in between; the other instance counted a skip.
    */
   @Test
-  void snapshotJob_onTwoInstances_runsEachOccurrenceExactlyOnce() {
+  void snapshotJob_onTwoInstances_runsEachOccurrenceExactlyOnce() throws Exception {
     Instant testStart = Instant.now();
-    Set<String> instanceIds = uris.stream().map(uri -> api.snapshots(uri).instance())
-        .collect(Collectors.toSet());
-    assertEquals(2, instanceIds.size(), "the two instances' names: " + instanceIds);
+    List<String> instanceIds = uris.stream().map(uri -> api.snapshots(uri).instance()).toList();
+    assertEquals(2, Set.copyOf(instanceIds).size(), "the two instances' names: " + instanceIds);
+    List<Double> skippedBefore = uris.stream().map(TwoInstancesIT::snapshotsSkipped).toList();
 
     // Wait for one occurrence beyond those judged: a late second run of the last judged one
     // would have had a whole period to show up.
@@ -138,6 +149,26 @@ class TwoInstancesIT {
           "occurrences " + judged.get(i - 1) + " and " + judged.get(i) + " are one period apart "
               + "(none missed); all: " + byOccurrence);
     }
+    // Each instance's scheduler fired every judged occurrence too, so it skipped (and counted)
+    // each one that the other instance ran.
+    for (int i = 0; i < 2; i++) {
+      String other = instanceIds.get(1 - i);
+      long ranByOther = judged.stream()
+          .filter(o -> byOccurrence.get(o).get(0).equals(other)).count();
+      double skipped = snapshotsSkipped(uris.get(i)) - skippedBefore.get(i);
+      assertTrue(skipped >= ranByOther, instanceIds.get(i) + " counted " + skipped
+          + " skipped snapshots; the other instance ran " + ranByOther + " of " + judged);
+      if (ranByOther > 0) {
+        String log = Files.readString(instances.get(i).log(), StandardCharsets.UTF_8);
+        assertTrue(log.contains("lock 'stock-snapshot' is held elsewhere"),
+            "a skip at debug level in " + instances.get(i).log());
+      }
+    }
+  }
+
+  /** How many snapshot calls the instance skipped because the lock was busy, so far. */
+  private static double snapshotsSkipped(URI instance) {
+    return api.metric(instance, "holdfast_lock_skipped_total", "template=\"stock-snapshot\"");
   }
 
   /** The snapshot job's runs scheduled after {@code since}: who ran each occurrence, in order. */

@@ -15,6 +15,7 @@ import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import org.eclipse.microprofile.config.inject.ConfigProperty;
 
 /**
@@ -25,7 +26,9 @@ import org.eclipse.microprofile.config.inject.ConfigProperty;
  * UTC, so that every instance fires at the same instants whatever its time zone.
  *
  * <p>Every instance schedules the job; the job's {@code @Locked(skipIfBusy = true)} makes it run
- * once per occurrence across all of them.
+ * once per occurrence across all of them. {@code stock.snapshot.max-delay-millis} (default 0)
+ * delays each call by a random time up to it, as schedulers on different hosts fire apart (like
+ * Quarkus's {@code executionMaxDelay}); the tests use it to show {@code holdAtLeast} at work.
  */
 @ApplicationScoped
 public class SnapshotSchedule {
@@ -40,6 +43,10 @@ public class SnapshotSchedule {
   @Inject
   @ConfigProperty(name = "stock.snapshot.cron", defaultValue = "0 * * * * *")
   String cron;
+
+  @Inject
+  @ConfigProperty(name = "stock.snapshot.max-delay-millis", defaultValue = "0")
+  long maxDelayMillis;
 
   private ScheduledFuture<?> scheduled;
 
@@ -70,7 +77,12 @@ public class SnapshotSchedule {
   /** One occurrence; a failure is logged, and the schedule goes on. */
   private void runOnce(Instant occurrence) {
     try {
+      if (maxDelayMillis > 0) {
+        Thread.sleep(ThreadLocalRandom.current().nextLong(maxDelayMillis));
+      }
       job.takeSnapshot(occurrence);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // the schedule is being cancelled
     } catch (RuntimeException e) {
       LOG.log(System.Logger.Level.WARNING, "Stock snapshot of " + occurrence + " failed", e);
     }

@@ -34,9 +34,14 @@ final class StockServers implements ParameterResolver {
   static final String SNAPSHOT_CRON = "*/3 * * * * *";
   static final Duration SNAPSHOT_PERIOD = Duration.ofSeconds(3);
   /**
+   * Each server calls the job up to this long after the scheduled time, at random: the two
+   * servers' calls are apart by up to that, much more than the job takes.
+   */
+  static final long SNAPSHOT_MAX_DELAY_MILLIS = 500;
+  /**
    * The snapshot job's {@code holdAtLeast}, by configuration (the annotation's 5 s suits a
-   * once-a-minute job): longer than the two servers' schedulers are apart, shorter than the
-   * period.
+   * once-a-minute job): longer than the two servers' calls are apart (with a second to spare for
+   * a busy machine), shorter than the period (likewise).
    */
   static final String SNAPSHOT_HOLD = "1500ms";
 
@@ -63,6 +68,7 @@ final class StockServers implements ParameterResolver {
           "holdfast.redis.address", redis.uri(),
           "stock.work-millis", Long.toString(WORK_MILLIS),
           "stock.snapshot.cron", SNAPSHOT_CRON,
+          "stock.snapshot.max-delay-millis", Long.toString(SNAPSHOT_MAX_DELAY_MILLIS),
           "holdfast.\"" + StockSnapshotJob.class.getName() + "/takeSnapshot\".locked."
               + "hold-at-least", SNAPSHOT_HOLD);
       ExecutorService boot = Executors.newFixedThreadPool(2);
