@@ -18,8 +18,15 @@ import java.lang.annotation.Target;
  * @Locked("inventory:{sku}")                           // one lock per SKU
  * public void reserve(String sku, int qty) { ... }
  *
- * @Locked(value = "nightly-report", waitTime = "0s")   // skip if another node is running it
+ * @Locked(value = "nightly-report", waitTime = "0s")   // fail fast if another node is running it
  * public void report() { ... }
+ *
+ * @Scheduled(cron = "0 0 2 * * ?")                     // once per cluster: the other nodes skip
+ * @Locked(value = "nightly", skipIfBusy = true, holdAtLeast = "30s")
+ * public void nightly() { ... }
+ *
+ * @Locked(value = "prices", mode = Locked.Mode.READ)   // many readers, or one WRITE method
+ * public Price price(String sku) { ... }
  *
  * @Locked(value = "inventory:{sku}", fenced = true)
  * public void setStock(String sku, int units) {
@@ -48,15 +55,38 @@ import java.lang.annotation.Target;
  *       protects only a resource that checks it, refusing a write whose token is lower than the
  *       highest it has seen: a holder paused past its lease then has its late write refused,
  *       although its method runs to the end (and rule 1 reports the lost lock after it).</li>
- *   <li>Everything is validated at deployment (template placeholders, durations, whether the
- *       container can intercept the method): a mistake fails the deployment with a message naming
- *       the class, the method, the member and the value.</li>
+ *   <li>{@link #mode()} chooses the lock: the name's exclusive lock ({@code EXCLUSIVE}, the
+ *       default), the read or the write side of its {@link DistributedReadWriteLock}
+ *       ({@code READ}: any number of readers together, in any processes; {@code WRITE}: one
+ *       writer and no reader), or its fair lock ({@code FAIR}: first come, first served). Only
+ *       the exclusive lock is fenced: {@code fenced = true} with another mode fails the
+ *       deployment.</li>
+ *   <li>With {@link #skipIfBusy() skipIfBusy = true}, a lock held by another holder does not
+ *       make the call wait or fail: it returns at once without running the method (a
+ *       {@code void} method, so there is nothing to return), logs it at {@code DEBUG} naming the
+ *       lock and the method, and counts it ({@code holdfast.lock.skipped}, when metrics are on).
+ *       The default wait is then {@code 0s} (one try); an explicit {@link #waitTime()} waits up
+ *       to that before skipping. {@code skipIfBusy} on a method that returns a value fails the
+ *       deployment.</li>
+ *   <li>With {@link #holdAtLeast()}, the lock is released no earlier than that long after the
+ *       method started (after normal return and after an exception alike): if the method was
+ *       quicker, the lock stays held in Redis for the rest and then expires by itself, so an
+ *       instance whose scheduler fires a little later finds it busy. A nested hold of the same
+ *       lock is released as usual. A {@link #leaseTime()} shorter than {@code holdAtLeast} fails
+ *       the deployment.</li>
+ *   <li>Everything is validated at deployment (template placeholders, durations, modes, members
+ *       that exclude each other, whether the container can intercept the method): a mistake
+ *       fails the deployment with a message naming the class, the method, the member and the
+ *       value.</li>
  * </ol>
  *
  * <p>Values can be overridden by MicroProfile Config, most specific first:
  * {@code holdfast."<fqcn>/<method>".locked.wait-time}, {@code holdfast."<fqcn>".locked.wait-time},
- * {@code holdfast.locked.wait-time}, then the annotation (likewise {@code lease-time});
- * {@link #fenced()} is not configurable.
+ * {@code holdfast.locked.wait-time}, then the annotation; likewise {@code lease-time},
+ * {@code mode} ({@code EXCLUSIVE}, {@code READ}, {@code WRITE}, {@code FAIR}, any case),
+ * {@code skip-if-busy} ({@code true} or {@code false}) and {@code hold-at-least} (a duration;
+ * {@code 0s} for no minimum). The overridden values are validated like the annotation's, naming
+ * the key. {@link #fenced()} and {@link #value()} are not configurable.
  */
 @Inherited
 @Documented
@@ -128,8 +158,10 @@ public @interface Locked {
 
   /**
    * For a once-per-cluster job: when another holder has the lock, return at once without running
-   * the method (logged at debug and counted) instead of waiting. Only on {@code void} methods; a
-   * non-void method with it fails the deployment. Overridable by configuration
+   * the method (logged at debug and counted) instead of waiting; with an explicit
+   * {@link #waitTime()}, wait up to that first, then skip instead of throwing
+   * {@link LockNotAcquiredException}. Only on {@code void} methods; a non-void method with it
+   * fails the deployment (also when configuration turns it on). Overridable by configuration
    * ({@code skip-if-busy}).
    *
    * @return whether a busy lock skips the call
@@ -140,8 +172,10 @@ public @interface Locked {
   /**
    * Keeps the lock at least this long after the method started, as a duration ({@code 30s}):
    * instances whose schedulers fire a little apart then do not run the same occurrence twice.
-   * The lock is released at the method's end if that is later. Empty (the default) releases it
-   * when the method returns. Overridable by configuration ({@code hold-at-least}).
+   * The lock is released at the method's end if that is later. Empty (the default) or {@code 0s}
+   * releases it when the method returns; a negative duration, or an explicit
+   * {@link #leaseTime()} shorter than it, fails the deployment. Overridable by configuration
+   * ({@code hold-at-least}).
    *
    * @return the minimum hold as a duration, or empty
    */

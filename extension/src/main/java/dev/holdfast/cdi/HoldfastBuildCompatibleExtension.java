@@ -1,6 +1,8 @@
 package dev.holdfast.cdi;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.DistributedReadWriteLock;
+import dev.holdfast.Fair;
 import dev.holdfast.Locked;
 import jakarta.enterprise.context.Dependent;
 import jakarta.enterprise.inject.build.compatible.spi.BeanInfo;
@@ -12,6 +14,7 @@ import jakarta.enterprise.inject.build.compatible.spi.Registration;
 import jakarta.enterprise.inject.build.compatible.spi.ScannedClasses;
 import jakarta.enterprise.inject.build.compatible.spi.SkipIfPortableExtensionPresent;
 import jakarta.enterprise.inject.build.compatible.spi.Synthesis;
+import jakarta.enterprise.inject.build.compatible.spi.SyntheticBeanBuilder;
 import jakarta.enterprise.inject.build.compatible.spi.SyntheticComponents;
 import jakarta.enterprise.inject.literal.NamedLiteral;
 import jakarta.enterprise.lang.model.AnnotationInfo;
@@ -25,11 +28,11 @@ import jakarta.inject.Named;
 import jakarta.inject.Singleton;
 import java.lang.reflect.Modifier;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.TreeSet;
 
 /**
  * Holdfast for CDI Lite (Quarkus ArC), which runs only build-compatible extensions. The same
@@ -42,8 +45,8 @@ import java.util.TreeSet;
  */
 @SkipIfPortableExtensionPresent(HoldfastExtension.class)
 public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtension {
-  /** The {@code @Named} lock beans to add: by name, whether plain and/or fenced. */
-  private final Map<String, Set<Boolean>> lockBeans = new TreeMap<>();
+  /** The {@code @Named} lock beans to add: by name, their kinds. */
+  private final Map<String, Set<NamedLocks.Kind>> lockBeans = new TreeMap<>();
   private final Map<String, ClassInfo> lockedBeanClasses = new TreeMap<>();
 
   /** For the container. */
@@ -87,18 +90,33 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
             lockedBeanClasses.values().toArray(new ClassInfo[0]))
         .createWith(LockedOperations.Creator.class);
     lockBeans.forEach((name, kinds) -> {
-      for (boolean fenced : kinds) {
-        var bean = components.addBean(DistributedLock.class);
-        for (Class<?> type : NamedLocks.beanTypes(fenced)) {
-          bean.type(type);
+      for (NamedLocks.Kind kind : kinds) {
+        if (kind == NamedLocks.Kind.READ_WRITE) {
+          var bean = components.addBean(DistributedReadWriteLock.class)
+              .createWith(NamedLocks.ReadWriteCreator.class);
+          configure(bean, name, kind);
+          continue;
         }
-        bean.qualifier(NamedLiteral.of(name))
-            .scope(Dependent.class)
-            .withParam(NamedLocks.NAME_PARAM, name)
-            .withParam(NamedLocks.FENCED_PARAM, fenced)
+        var bean = components.addBean(DistributedLock.class)
             .createWith(NamedLocks.Creator.class);
+        configure(bean, name, kind);
+        if (kind == NamedLocks.Kind.FAIR) {
+          bean.qualifier(Fair.class);
+        } else if (kind == NamedLocks.Kind.PLAIN && kinds.contains(NamedLocks.Kind.FAIR)) {
+          bean.alternative(true).priority(NamedLocks.PLAIN_PRIORITY); // see NamedLocks
+        }
       }
     });
+  }
+
+  private static void configure(SyntheticBeanBuilder<?> bean, String name, NamedLocks.Kind kind) {
+    for (Class<?> type : kind.beanTypes()) {
+      bean.type(type);
+    }
+    bean.qualifier(NamedLiteral.of(name))
+        .scope(Dependent.class)
+        .withParam(NamedLocks.NAME_PARAM, name)
+        .withParam(NamedLocks.KIND_PARAM, kind.name());
   }
 
   private void collectNamedLock(InjectionPointInfo ip, Messages messages) {
@@ -109,16 +127,22 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
     }
     AnnotationInfo named = ip.qualifiers().stream()
         .filter(q -> q.name().equals(Named.class.getName())).findFirst().orElse(null);
+    boolean fair = ip.qualifiers().stream().anyMatch(q -> q.name().equals(Fair.class.getName()));
+    DeclarationInfo declaration = ip.declaration();
     if (named == null) {
+      if (fair) {
+        messages.error("@Fair lock injection point " + describe(declaration) + " has no @Named: "
+            + "write @Named(\"<lock name>\") @Fair", declaration);
+      }
       return;
     }
-    DeclarationInfo declaration = ip.declaration();
     String field = declaration.kind() == DeclarationInfo.Kind.FIELD
         ? declaration.asField().name() : null;
     String value = named.hasValue() ? named.value().asString() : "";
     try {
-      lockBeans.computeIfAbsent(NamedLocks.resolve(value, field, describe(declaration)),
-          n -> new TreeSet<>()).add(NamedLocks.isFencedType(typeName));
+      String where = describe(declaration);
+      lockBeans.computeIfAbsent(NamedLocks.resolve(value, field, where),
+          n -> EnumSet.noneOf(NamedLocks.Kind.class)).add(NamedLocks.kind(typeName, fair, where));
     } catch (IllegalArgumentException e) {
       messages.error(e.getMessage(), ip.declaration());
     }

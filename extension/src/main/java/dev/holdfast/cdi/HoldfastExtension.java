@@ -1,6 +1,6 @@
 package dev.holdfast.cdi;
 
-import dev.holdfast.DistributedLock;
+import dev.holdfast.Fair;
 import dev.holdfast.LockClient;
 import jakarta.enterprise.context.Dependent;
 import jakarta.enterprise.event.Observes;
@@ -44,14 +44,15 @@ import org.eclipse.microprofile.config.ConfigProvider;
  *       interceptor uses. Then the {@link LockClient} is created, which checks that Redis
  *       answers: an unreachable Redis fails the deployment too, unless
  *       {@code holdfast.redis.connect-at-startup=false}.</li>
- *   <li>Adds a {@code @Dependent} bean per name used at a {@code @Named DistributedLock} or
- *       {@code @Named Lock} injection point, and one per name used at a
- *       {@code @Named FencedLock} injection point (see {@link NamedLocks}).</li>
+ *   <li>Adds a {@code @Dependent} bean per name and kind used at a {@code @Named} injection
+ *       point of {@code DistributedLock} or {@code Lock} (plain, or fair with {@code @Fair}),
+ *       {@code FencedLock}, or {@code DistributedReadWriteLock} or {@code ReadWriteLock} (see
+ *       {@link NamedLocks}).</li>
  * </ul>
  */
 public class HoldfastExtension implements Extension {
-  /** The {@code @Named} lock beans to add: name and whether fenced. */
-  private final Set<Map.Entry<String, Boolean>> lockBeans = ConcurrentHashMap.newKeySet();
+  /** The {@code @Named} lock beans to add: name and kind. */
+  private final Set<Map.Entry<String, NamedLocks.Kind>> lockBeans = ConcurrentHashMap.newKeySet();
   private final Set<Class<?>> lockedBeanClasses = ConcurrentHashMap.newKeySet();
   private volatile LockedOperations operations;
   /** A bean class of the application's own archive, whose visibility the health check gets. */
@@ -98,14 +99,20 @@ public class HoldfastExtension implements Extension {
     }
     Named named = ip.getQualifiers().stream().filter(Named.class::isInstance)
         .map(Named.class::cast).findFirst().orElse(null);
+    boolean fair = ip.getQualifiers().stream().anyMatch(Fair.class::isInstance);
     if (named == null) {
+      if (fair) {
+        event.addDefinitionError(new DefinitionException("@Fair lock injection point "
+            + ip.getMember() + " has no @Named: write @Named(\"<lock name>\") @Fair"));
+      }
       return; // an unqualified Lock is someone else's bean
     }
     String field = ip.getAnnotated() instanceof AnnotatedField<?> f
         ? f.getJavaMember().getName() : null;
     try {
-      String name = NamedLocks.resolve(named.value(), field, String.valueOf(ip.getMember()));
-      lockBeans.add(Map.entry(name, NamedLocks.isFencedType(c.getName())));
+      String where = String.valueOf(ip.getMember());
+      String name = NamedLocks.resolve(named.value(), field, where);
+      lockBeans.add(Map.entry(name, NamedLocks.kind(c.getName(), fair, where)));
       if (named.value().isEmpty()) {
         // @Named on a field means @Named("<field>"): make the injection point say so.
         event.configureInjectionPoint().qualifiers(qualifiersWith(ip, name));
@@ -139,18 +146,24 @@ public class HoldfastExtension implements Extension {
         .types(LockedOperations.class, Object.class)
         .scope(Singleton.class)
         .createWith(ctx -> operations);
-    for (Map.Entry<String, Boolean> lock : lockBeans) {
+    for (Map.Entry<String, NamedLocks.Kind> lock : lockBeans) {
       String name = lock.getKey();
-      boolean fenced = lock.getValue();
-      Set<Type> types = new HashSet<>(List.of(NamedLocks.beanTypes(fenced)));
+      NamedLocks.Kind kind = lock.getValue();
+      Set<Type> types = new HashSet<>(List.of(kind.beanTypes()));
       types.add(Object.class);
-      abd.<DistributedLock>addBean()
+      var bean = abd.addBean()
           .beanClass(HoldfastExtension.class)
           .types(types)
           .qualifiers(NamedLiteral.of(name), Any.Literal.INSTANCE)
           .scope(Dependent.class)
           .createWith(ctx -> NamedLocks.create(beans.createInstance().select(LockClient.class)
-              .get(), name, fenced));
+              .get(), name, kind));
+      if (kind == NamedLocks.Kind.FAIR) {
+        bean.addQualifier(NamedLocks.FairLiteral.INSTANCE);
+      } else if (kind == NamedLocks.Kind.PLAIN
+          && lockBeans.contains(Map.entry(name, NamedLocks.Kind.FAIR))) {
+        bean.alternative(true).priority(NamedLocks.PLAIN_PRIORITY); // see NamedLocks
+      }
     }
   }
 

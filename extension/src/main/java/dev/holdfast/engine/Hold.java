@@ -67,7 +67,7 @@ final class Hold {
     this.threadId = threadId;
     this.field = field;
     this.template = template;
-    this.id = new Id(names.key(), threadId);
+    this.id = new Id(names.holdKey(), threadId);
     Thread current = Thread.currentThread();
     this.thread = new WeakReference<>(current.getId() == threadId ? current : null);
   }

@@ -13,8 +13,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Keeps watchdog holds alive: every third of the watchdog timeout, a round renews every such hold
- * of the client, batched — one script call per cluster slot, or per chunk of {@value #BATCH}
- * holds elsewhere — and reports holds that Redis no longer has as lost.
+ * of the client, batched — one script call per chunk of {@value #BATCH} holds on each node (per
+ * slot on a Redis 6.2 cluster, whose scripts cannot span slots) — and reports holds that Redis no longer has as lost.
  *
  * <p>The round itself runs on the scheduler and only sorts holds by node; each node's renewals
  * run as one task on the I/O pool, and a node whose previous renewals are still in flight is
@@ -28,7 +28,11 @@ import java.util.concurrent.TimeUnit;
  */
 final class LeaseWatchdog {
   private static final System.Logger LOG = System.getLogger(LeaseWatchdog.class.getName());
-  static final int BATCH = 256;
+  /**
+   * Holds per renewal call: one call per node and round for up to this many (about a
+   * millisecond of script time, short enough not to stall other clients).
+   */
+  static final int BATCH = 1_000;
   /** Lost holds whose thread never unlocks them are forgotten after this long. */
   private static final long LOST_RETENTION_NANOS = TimeUnit.MINUTES.toNanos(10);
 
@@ -120,15 +124,16 @@ final class LeaseWatchdog {
       return true;
     }
     List<String> keys = new ArrayList<>(batch.size());
-    List<String> args = new ArrayList<>(batch.size() + 1);
+    List<String> args = new ArrayList<>(2 * batch.size() + 1);
     args.add(Long.toString(leaseMillis));
     for (Hold h : batch) {
       keys.add(h.names.key());
       args.add(h.field);
+      args.add(h.names.kind().renewalDetail(h.names, h.field));
     }
     try {
       long sentAt = System.nanoTime();
-      RedisTopology.Replicated replicated = topology.evalReplicated(LockScripts.RENEW, keys,
+      RedisTopology.Replicated replicated = topology.evalReplicated(topology.renewal(), keys,
           sealed -> args, false);
       List<?> renewed = (List<?>) replicated.reply();
       long until = LockEngine.confirmedUntil(sentAt, leaseMillis);

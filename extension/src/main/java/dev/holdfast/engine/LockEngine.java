@@ -172,11 +172,18 @@ public final class LockEngine implements AutoCloseable {
   /**
    * Like {@code lock.unlock()} on the calling thread, but when this unlock would end the hold,
    * the lock stays held in Redis for {@code remaining} more and then expires (renewal stops; no
-   * {@code LockLost}); {@code remaining <= 0} or a nested hold: a plain unlock. For
-   * {@code @Locked(holdAtLeast)}.
+   * {@code LockLost}). A nested hold, a non-positive {@code remaining} or a lock of another
+   * implementation is a plain unlock.
+   *
+   * @throws IllegalMonitorStateException as {@code unlock()} does
    */
   public void unlockAfter(DistributedLock lock, java.time.Duration remaining) {
-    lock.unlock(); // TODO lead: keep the lock for `remaining` (placeholder until merged)
+    Objects.requireNonNull(remaining, "remaining");
+    if (lock instanceof RedisLock redisLock) {
+      redisLock.unlockAfter(remaining.isNegative() ? 0 : remaining.toMillis());
+    } else {
+      lock.unlock();
+    }
   }
 
   /** {@link #fencedLock(String)}, measured under {@code template}. */
@@ -540,10 +547,13 @@ public final class LockEngine implements AutoCloseable {
       int attempts) {
     // No WAIT: whatever a settling call undoes was never granted or is already reported lost,
     // and a copy of it that a failover forgets expires with its lease.
-    List<String> args = List.of(field, Integer.toString(expected), kind,
-        topology.publishCommand(), names.channel(), Long.toString(sealMillis));
-    return (List<?>) topology.eval(LockScripts.RESOLVE,
-        List.of(names.key(), names.markerPrefix() + requestId), sealed -> args, false, attempts);
+    List<String> args = new ArrayList<>(List.of(field, Integer.toString(expected), kind,
+        topology.publishCommand(), names.channel(), Long.toString(sealMillis)));
+    args.addAll(names.kind().extraArgs(this, names, field));
+    List<String> keys = new ArrayList<>(List.of(names.key(), names.markerPrefix() + requestId));
+    keys.addAll(names.kind().extraKeys(names));
+    return (List<?>) topology.eval(names.kind().resolve(), keys, sealed -> args, false,
+        attempts);
   }
 
   private void pingSubscribers() {

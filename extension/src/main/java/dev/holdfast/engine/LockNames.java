@@ -2,21 +2,29 @@ package dev.holdfast.engine;
 
 /**
  * The Redis names of one lock: its key, its unlock channel, its request markers and its fencing
- * token key, all in the key's hash slot. Channel naming is Redisson's, so both libraries wake each other's waiters.
- * Keys (lock and markers) start with the key prefix; the channel cannot, to stay Redisson's.
+ * token key, all in the key's hash slot, and its {@link LockKind}. Channel naming is Redisson's,
+ * so both libraries wake each other's waiters. Keys (lock and markers) start with the key prefix;
+ * the channel cannot, to stay Redisson's.
+ *
+ * @param slotted the key with a hash tag: the key itself if it has one, else {@code {key}}
  */
-record LockNames(String name, String key, String channel, String markerPrefix, String tokenKey) {
+record LockNames(String name, String key, String channel, String markerPrefix, String tokenKey,
+    String slotted, LockKind kind) {
 
-  private static final String CHANNEL_PREFIX = "redisson_lock__channel:";
   private static final String MARKER_PREFIX = "holdfast_unlock_marker:";
   private static final String TOKEN_PREFIX = "holdfast_fence:";
 
+  /** The names of exclusive lock {@code name} under {@code keyPrefix}. */
+  static LockNames of(String keyPrefix, String name) {
+    return of(keyPrefix, name, LockKind.EXCLUSIVE);
+  }
+
   /**
-   * Derives the names for lock {@code name} under {@code keyPrefix}.
+   * Derives the names for lock {@code name} of {@code kind} under {@code keyPrefix}.
    *
    * @throws IllegalArgumentException if the name is empty or has a malformed hash tag
    */
-  static LockNames of(String keyPrefix, String name) {
+  static LockNames of(String keyPrefix, String name, LockKind kind) {
     if (name == null || name.isEmpty()) {
       throw new IllegalArgumentException("Lock name must not be null or empty");
     }
@@ -31,8 +39,14 @@ record LockNames(String name, String key, String channel, String markerPrefix, S
     // A tagged key already pins its slot; otherwise the whole key becomes the tag.
     String slotted = tagged ? key : "{" + key + "}";
     // Markers live under the key prefix, so an ACL user limited to '~<prefix>*' may write them.
-    return new LockNames(name, key, CHANNEL_PREFIX + slotted,
-        keyPrefix + MARKER_PREFIX + slotted + ":", keyPrefix + TOKEN_PREFIX + slotted);
+    return new LockNames(name, key, kind.channelPrefix() + slotted,
+        keyPrefix + MARKER_PREFIX + slotted + ":", keyPrefix + TOKEN_PREFIX + slotted, slotted,
+        kind);
+  }
+
+  /** The key that identifies a thread's hold of this lock in the client's hold registry. */
+  String holdKey() {
+    return key + kind.idSuffix();
   }
 
   private static boolean hasHashTag(String key) {

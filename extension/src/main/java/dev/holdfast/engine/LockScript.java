@@ -32,10 +32,69 @@ final class LockScript {
       return result
       """;
 
+  /**
+   * A cluster routes a command by its declared keys and refuses keys of several slots even for a
+   * flagged script, so such a script declares none: its keys come first in ARGV, after their
+   * count, and this prologue gives the body the KEYS and ARGV it expects.
+   */
+  private static final String ACROSS_SLOTS = """
+      #!lua flags=allow-cross-slot-keys
+      local count = tonumber(ARGV[1])
+      local KEYS, rest = {}, {}
+      for i = 1, count do
+        KEYS[i] = ARGV[i + 1]
+      end
+      for i = count + 2, #ARGV do
+        rest[#rest + 1] = ARGV[i]
+      end
+      local ARGV = rest
+      """;
+
+  private final String body;
+  private final boolean crossSlot;
+
   LockScript(String name, String body) {
+    this(name, body, false);
+  }
+
+  private LockScript(String name, String body, boolean crossSlot) {
     this.name = name;
-    this.source = REPORT_REPLICAS.formatted(body);
+    this.body = body;
+    this.crossSlot = crossSlot;
+    // Redis 7 lets a script flagged so touch keys of several slots, all served by the node
+    // it runs on: one call can then cover a whole cluster node.
+    this.source = (crossSlot ? ACROSS_SLOTS : "") + REPORT_REPLICAS.formatted(body);
     this.sha1 = sha1(source);
+  }
+
+  /**
+   * This script for Redis 7+ clusters, allowed to take keys from several slots of the node it
+   * runs on; it must be sent to that node directly (see {@link #crossSlot()}).
+   */
+  LockScript acrossSlots() {
+    return new LockScript(name, body, true);
+  }
+
+  /** The keys to declare when sending the script with {@code keys}. */
+  java.util.List<String> sentKeys(java.util.List<String> keys) {
+    return crossSlot ? java.util.List.of() : keys;
+  }
+
+  /** The arguments to send with the script for {@code keys} and {@code args}. */
+  java.util.List<String> sentArgs(java.util.List<String> keys, java.util.List<String> args) {
+    if (!crossSlot) {
+      return args;
+    }
+    java.util.List<String> all = new java.util.ArrayList<>(keys.size() + args.size() + 1);
+    all.add(Integer.toString(keys.size()));
+    all.addAll(keys);
+    all.addAll(args);
+    return all;
+  }
+
+  /** Whether the script takes keys from several slots of one cluster node. */
+  boolean crossSlot() {
+    return crossSlot;
   }
 
   String name() {

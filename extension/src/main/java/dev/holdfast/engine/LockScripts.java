@@ -246,9 +246,10 @@ final class LockScripts {
    * been granted a longer TTL, which its holder goes on believing (contract 4).
    *
    * <pre>
-   * KEYS[i]   lock key of hold i
-   * ARGV[1]   lease in ms
-   * ARGV[i+1] hash field of hold i
+   * KEYS[i]    lock key of hold i
+   * ARGV[1]    lease in ms
+   * ARGV[2i]   hash field of hold i
+   * ARGV[2i+1] what else the hold's kind renews ({@link LockKind#renewalDetail}); '' for none
    * returns a list with, for each hold, 1 if it was renewed (its TTL is now at least the lease)
    *   or 0 if it is no longer held
    * </pre>
@@ -257,7 +258,8 @@ final class LockScripts {
       local renewed = {}
       local lease = tonumber(ARGV[1])
       for i = 1, #KEYS do
-        if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+        local field = ARGV[2 * i]
+        if redis.call('hexists', KEYS[i], field) == 1 then
           if redis.call('pttl', KEYS[i]) < lease then
             redis.call('pexpire', KEYS[i], lease)
           end
@@ -267,6 +269,30 @@ final class LockScripts {
         end
       end
       return renewed
+      """);
+
+  /** {@link #RENEW} for a whole Redis 7+ cluster node in one call. */
+  static final LockScript RENEW_ACROSS_SLOTS = RENEW.acrossSlots();
+
+  /**
+   * End a hold locally but keep the lock in Redis for a while (a {@code @Locked} method's
+   * {@code holdAtLeast}): the key expires after exactly that long, unless held again meanwhile.
+   *
+   * <pre>
+   * KEYS[1] lock key
+   * ARGV[1] hash field of the caller
+   * ARGV[2] how much longer the lock stays, in ms
+   * returns 1 if the caller held it (it now expires then), 0 if it did not
+   * </pre>
+   *
+   * A copy applied twice sets the same expiry again, counted from the copy: harmless.
+   */
+  static final LockScript KEEP = new LockScript("keep", """
+      if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 1
+      end
+      return 0
       """);
 
   /**

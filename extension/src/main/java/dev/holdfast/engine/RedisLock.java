@@ -36,6 +36,8 @@ final class RedisLock implements FencedLock {
   private static final long UNSUBSCRIBED_PARK_MS = 100;
   /** Park bound for a lock without expiry (not set by Holdfast or Redisson). */
   private static final long NO_EXPIRY_PARK_MS = 1_000;
+  /** Waits up to this long poll once at their end instead of subscribing. */
+  static final long SHORT_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
   /** Retry interval while Redis cannot be reached during a wait. */
   private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = Hold.WATCHDOG;
@@ -146,7 +148,7 @@ final class RedisLock implements FencedLock {
 
   @Override
   public Long getToken() {
-    Hold hold = engine.holds().get(new Hold.Id(names.key(), Thread.currentThread().getId()));
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
     if (hold == null || hold.count() == 0 || !hold.believedAt(System.nanoTime())
         || hold.token() == 0) {
       return null;
@@ -159,7 +161,7 @@ final class RedisLock implements FencedLock {
    * assigns one, and a hold is never forgotten before its unlock.
    */
   private Long heldToken() {
-    Hold hold = engine.holds().get(new Hold.Id(names.key(), Thread.currentThread().getId()));
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
     return hold.token();
   }
 
@@ -186,6 +188,7 @@ final class RedisLock implements FencedLock {
       throw new InterruptedException();
     }
     checkOpen();
+    names.kind().beforeAcquire(engine, names, Thread.currentThread().getId());
     long start = System.nanoTime();
     Object waitEvent = LockEvents.waitBegins();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
@@ -230,12 +233,15 @@ final class RedisLock implements FencedLock {
           outcome = Outcome.TIMED_OUT;
           return false;
         }
-        if (entry == null && failingSince == 0) {
-          entry = engine.subscriptions().join(names.channel());
+        // A wait this short would be over about when the subscription is confirmed: retry
+        // once at its end instead of paying the subscribe and unsubscribe round trips.
+        if (entry == null && failingSince == 0 && remaining > SHORT_WAIT_NANOS) {
+          entry = engine.subscriptions().join(names.kind().waitChannel(names, attempt.field));
           continue;
         }
         long park = Math.min(ceilMillis(remaining), pttl >= 0 ? Math.max(1, pttl)
             : NO_EXPIRY_PARK_MS);
+        park = Math.min(park, names.kind().maxParkMillis(engine));
         if (entry == null || !entry.subscribed()) {
           park = Math.min(park, failingSince != 0 ? OUTAGE_RETRY_MS : UNSUBSCRIBED_PARK_MS);
         }
@@ -267,7 +273,11 @@ final class RedisLock implements FencedLock {
           engine.subscriptions().leave(entry, acquired);
         }
         if (!acquired) {
-          attempt.settle();
+          try {
+            attempt.settle();
+          } finally {
+            names.kind().gaveUp(engine, names, attempt.field);
+          }
         }
       } finally {
         if (interrupted) {
@@ -287,7 +297,7 @@ final class RedisLock implements FencedLock {
     private final long threadId;
     private final long leaseMillis;
     private final Hold.Id id;
-    private final String field;
+    final String field;
     /** The request being tried; kept until answered, so that re-sends are the same request. */
     private String requestId;
     private int requestExpected;
@@ -297,8 +307,8 @@ final class RedisLock implements FencedLock {
     Attempt(long threadId, long leaseMillis) {
       this.threadId = threadId;
       this.leaseMillis = leaseMillis;
-      this.id = new Hold.Id(names.key(), threadId);
-      this.field = engine.fieldOf(threadId);
+      this.id = new Hold.Id(names.holdKey(), threadId);
+      this.field = names.kind().field(engine.fieldOf(threadId));
     }
 
     /**
@@ -344,9 +354,9 @@ final class RedisLock implements FencedLock {
         hold.beginCall();
       }
       try {
-        replicated = engine.topology().evalReplicated(LockScripts.ACQUIRE,
-            List.of(names.key(), names.markerPrefix() + request, names.tokenKey()),
-            sealed -> List.of(Long.toString(lease), field, Integer.toString(expected),
+        replicated = engine.topology().evalReplicated(names.kind().acquire(),
+            keys(names.key(), names.markerPrefix() + request, names.tokenKey()),
+            sealed -> args(field, Long.toString(lease), field, Integer.toString(expected),
                 sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
                 Long.toString(TOKEN_KEY_MILLIS + lease)),
             resend);
@@ -535,7 +545,7 @@ final class RedisLock implements FencedLock {
   @Override
   public void unlock() {
     checkOpen();
-    Hold.Id id = new Hold.Id(names.key(), Thread.currentThread().getId());
+    Hold.Id id = new Hold.Id(names.holdKey(), Thread.currentThread().getId());
     Hold hold = engine.holds().get(id);
     if (hold == null || hold.count() == 0) {
       throw new IllegalMonitorStateException("Lock '" + names.name() + "' is not held by "
@@ -559,9 +569,9 @@ final class RedisLock implements FencedLock {
     long left;
     hold.beginCall();
     try {
-      RedisTopology.Replicated replicated = engine.topology().evalReplicated(LockScripts.RELEASE,
-          List.of(names.key(), names.markerPrefix() + requestId),
-          sealed -> List.of(hold.field, Long.toString(ttl), Integer.toString(expected),
+      RedisTopology.Replicated replicated = engine.topology().evalReplicated(
+          names.kind().release(), keys(names.key(), names.markerPrefix() + requestId),
+          sealed -> args(hold.field, hold.field, Long.toString(ttl), Integer.toString(expected),
               engine.topology().publishCommand(), Long.toString(engine.markerMillis(sealed)),
               names.channel(), sealed ? "1" : "0"),
           resend);
@@ -614,6 +624,41 @@ final class RedisLock implements FencedLock {
     throw closeLost(hold);
   }
 
+  /**
+   * Like {@link #unlock()}, but when this unlock would end the hold the lock stays held in Redis
+   * for {@code remainingMillis} more and then expires: renewal stops and the hold is forgotten
+   * here, without a loss. A nested section, or nothing remaining, is a plain unlock.
+   */
+  void unlockAfter(long remainingMillis) {
+    checkOpen();
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    if (remainingMillis <= 0 || hold == null || hold.count() != 1 || !hold.active()
+        || hold.pendingRelease() != null || !hold.believedAt(System.nanoTime())) {
+      unlock(); // reports whatever is wrong, as unlock() does
+      return;
+    }
+    long keep = Math.min(remainingMillis, MAX_LEASE_MILLIS);
+    long kept;
+    hold.beginCall();
+    try {
+      RedisTopology.Replicated replicated = engine.topology().evalReplicated(names.kind().keep(),
+          keys(names.key()), sealed -> args(hold.field, hold.field, Long.toString(keep)), false);
+      kept = number(replicated.reply());
+      if (!replicated.confirmed()) {
+        unconfirmed("unlock() keeping the lock " + keep + "ms", replicated);
+      }
+    } finally {
+      hold.endCall();
+    }
+    if (kept == 1) {
+      engine.forget(hold);
+      return;
+    }
+    engine.lose(hold, LossCause.GONE, "unlock() found the lock no longer held by this thread: "
+        + "it expired, was force-unlocked, or was lost in a Redis restart or failover");
+    throw closeLost(hold);
+  }
+
   private void unconfirmed(String call, RedisTopology.Replicated replicated) {
     LOG.log(System.Logger.Level.WARNING, () -> call + " of lock '" + names.name() + "' was "
         + "acknowledged by " + replicated.acknowledged() + " of " + replicated.replicas()
@@ -641,15 +686,17 @@ final class RedisLock implements FencedLock {
   @Override
   public boolean forceUnlock() {
     checkOpen();
+    String field = names.kind().field(engine.fieldOf(Thread.currentThread().getId()));
     RedisTopology.Replicated replicated = engine.topology().evalReplicated(
-        LockScripts.FORCE_RELEASE, List.of(names.key()),
-        sealed -> List.of(engine.topology().publishCommand(), names.channel()), false);
+        names.kind().forceRelease(), keys(names.key()),
+        sealed -> args(field, engine.topology().publishCommand(), names.channel()), false);
     boolean deleted = number(replicated.reply()) == 1;
     if (deleted && !replicated.confirmed()) {
       unconfirmed("forceUnlock()", replicated);
     }
     if (deleted) {
       for (Hold h : engine.holds().values()) {
+        // The key is gone: every hold of it, of any kind, is lost.
         if (h.names.key().equals(names.key()) && h.count() > 0) {
           engine.lose(h, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
         }
@@ -660,7 +707,7 @@ final class RedisLock implements FencedLock {
 
   @Override
   public boolean isLocked() {
-    return query(() -> engine.topology().commands().exists(names.key()));
+    return query(() -> names.kind().isLocked(engine, names));
   }
 
   @Override
@@ -674,7 +721,7 @@ final class RedisLock implements FencedLock {
       return false;
     }
     return query(() -> engine.topology().commands().hexists(names.key(),
-        engine.fieldOf(threadId)));
+        names.kind().field(engine.fieldOf(threadId))));
   }
 
   @Override
@@ -684,14 +731,14 @@ final class RedisLock implements FencedLock {
       return 0;
     }
     String count = query(() -> engine.topology().commands()
-        .hget(names.key(), engine.fieldOf(threadId)));
+        .hget(names.key(), names.kind().field(engine.fieldOf(threadId))));
     return count == null ? 0 : Integer.parseInt(count);
   }
 
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();
-    Hold hold = engine.holds().get(new Hold.Id(names.key(), threadId));
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
     if (hold == null || hold.count() == 0) {
       return false;
     }
@@ -716,6 +763,30 @@ final class RedisLock implements FencedLock {
       throw new LockException("Redis query on lock '" + names.name() + "' failed: "
           + e.getMessage(), e);
     }
+  }
+
+  /** The standard keys of a call followed by the kind's extra keys. */
+  private List<String> keys(String... standard) {
+    List<String> extra = names.kind().extraKeys(names);
+    if (extra.isEmpty()) {
+      return List.of(standard);
+    }
+    List<String> all = new java.util.ArrayList<>(standard.length + extra.size());
+    all.addAll(List.of(standard));
+    all.addAll(extra);
+    return all;
+  }
+
+  /** The standard arguments of a call by {@code field} followed by the kind's extra ones. */
+  private List<String> args(String field, String... standard) {
+    List<String> extra = names.kind().extraArgs(engine, names, field);
+    if (extra.isEmpty()) {
+      return List.of(standard);
+    }
+    List<String> all = new java.util.ArrayList<>(standard.length + extra.size());
+    all.addAll(List.of(standard));
+    all.addAll(extra);
+    return all;
   }
 
   private static String thread() {

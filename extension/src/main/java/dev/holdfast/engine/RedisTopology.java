@@ -292,9 +292,14 @@ abstract class RedisTopology implements AutoCloseable {
     return sharded() ? "spublish" : "publish";
   }
 
-  /** Holds whose keys share a group may be renewed by one script call. */
+  /** Holds whose keys share a group may be renewed by one {@link #renewal()} call. */
   Object renewalGroup(String key) {
     return "all";
+  }
+
+  /** The script that renews a group of holds. */
+  LockScript renewal() {
+    return LockScripts.RENEW;
   }
 
   /** The node serving {@code key}, from cached topology (no I/O): renewals run per node. */
@@ -335,6 +340,11 @@ abstract class RedisTopology implements AutoCloseable {
     for (int attempt = 1; attempt <= attempts; attempt++) {
       List<String> arguments = args.apply(sealFirst || attempt > 1);
       try {
+        if (script.crossSlot()) {
+          try (Connection c = connection(keys.get(0))) {
+            return evalOn(c, script, keys, arguments);
+          }
+        }
         try {
           return commands().evalsha(script.sha1(), keys, arguments);
         } catch (JedisNoScriptException e) {
@@ -457,7 +467,8 @@ abstract class RedisTopology implements AutoCloseable {
     if (syncReplicas > 0) {
       // A fixed number: the WAIT goes in the same round trip as the script.
       Pipeline pipeline = new Pipeline(c);
-      Response<Object> reply = pipeline.evalsha(script.sha1(), keys, args);
+      Response<Object> reply = pipeline.evalsha(script.sha1(), script.sentKeys(keys),
+          script.sentArgs(keys, args));
       Response<Long> waited = pipeline.waitReplicas(syncReplicas, syncTimeoutMillis);
       c.setSoTimeout(c.getSoTimeout() + syncTimeoutMillis);
       try {
@@ -469,7 +480,8 @@ abstract class RedisTopology implements AutoCloseable {
       try {
         result = reply.get();
       } catch (JedisNoScriptException e) {
-        result = c.executeCommand(commands(c).eval(script.source(), keys, args));
+        result = c.executeCommand(commands(c).eval(script.source(), script.sentKeys(keys),
+            script.sentArgs(keys, args)));
         return new Replicated(result, syncReplicas, syncReplicas, waitFor(c, syncReplicas));
       }
       return new Replicated(result, syncReplicas, syncReplicas, waited.get());
@@ -485,9 +497,11 @@ abstract class RedisTopology implements AutoCloseable {
     arguments.add(ask ? "auto" : "-");
     Object reply;
     try {
-      reply = c.executeCommand(commands(c).evalsha(script.sha1(), keys, arguments));
+      reply = c.executeCommand(commands(c).evalsha(script.sha1(), script.sentKeys(keys),
+          script.sentArgs(keys, arguments)));
     } catch (JedisNoScriptException e) {
-      reply = c.executeCommand(commands(c).eval(script.source(), keys, arguments));
+      reply = c.executeCommand(commands(c).eval(script.source(), script.sentKeys(keys),
+          script.sentArgs(keys, arguments)));
     }
     Object result = reply;
     long connected;
@@ -507,6 +521,18 @@ abstract class RedisTopology implements AutoCloseable {
       knownReplicas.remove(node); // one may have gone: ask again next time
     }
     return new Replicated(result, connected, 1, acknowledged);
+  }
+
+  /** Runs a script on one connection, loading it when the server does not know it. */
+  private static Object evalOn(Connection c, LockScript script, List<String> keys,
+      List<String> args) {
+    try {
+      return c.executeCommand(commands(c).evalsha(script.sha1(), script.sentKeys(keys),
+          script.sentArgs(keys, args)));
+    } catch (JedisNoScriptException e) {
+      return c.executeCommand(commands(c).eval(script.source(), script.sentKeys(keys),
+          script.sentArgs(keys, args)));
+    }
   }
 
   /** How many replicas were connected to a node, and when that was learned (nanoTime). */
@@ -760,7 +786,13 @@ abstract class RedisTopology implements AutoCloseable {
 
     @Override
     Object renewalGroup(String key) {
-      return JedisClusterCRC16.getSlot(key);
+      // Redis 7+ renews a whole node in one call; 6.2 needs one call per slot.
+      return sharded ? renewalNode(key) : JedisClusterCRC16.getSlot(key);
+    }
+
+    @Override
+    LockScript renewal() {
+      return sharded ? LockScripts.RENEW_ACROSS_SLOTS : LockScripts.RENEW;
     }
 
     @Override

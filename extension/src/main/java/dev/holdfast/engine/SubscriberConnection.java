@@ -198,7 +198,8 @@ final class SubscriberConnection {
       String kind = text(parts.get(0));
       String channel = text(parts.get(1));
       switch (kind) {
-        case "message", "smessage" -> owner.onUnlockMessage(channel);
+        case "message", "smessage" -> owner.onUnlockMessage(channel,
+            parts.size() > 2 ? text(parts.get(2)) : "");
         case "subscribe", "ssubscribe" -> confirmed(channel);
         case "unsubscribe", "sunsubscribe" -> {
           if (cancelledByServer(channel)) {

@@ -31,6 +31,9 @@ final class UnlockSubscriptions implements AutoCloseable {
   /** How often idle subscriber connections prove they are alive. */
   static final Duration PING_INTERVAL = Duration.ofSeconds(5);
 
+  /** The unlock message after which every waiter may retry. */
+  static final String ALL_MAY_RETRY = "1";
+
   private final RedisTopology topology;
   private final String clientName;
   private final Map<String, WaitEntry> entries = new HashMap<>();
@@ -95,11 +98,18 @@ final class UnlockSubscriptions implements AutoCloseable {
     return desired;
   }
 
-  /** An unlock message arrived: one waiter may retry. */
-  synchronized void onUnlockMessage(String channel) {
+  /**
+   * An unlock message arrived: {@code 0} (Redisson's unlock message) lets one waiter retry,
+   * {@code 1} (its read-unlock message: the lock may now admit many) lets all retry.
+   */
+  synchronized void onUnlockMessage(String channel, String message) {
     WaitEntry e = entries.get(channel);
     if (e != null) {
-      e.wakeOne();
+      if (ALL_MAY_RETRY.equals(message)) {
+        e.wakeAll();
+      } else {
+        e.wakeOne();
+      }
     }
   }
 
