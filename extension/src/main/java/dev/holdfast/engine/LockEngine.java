@@ -148,9 +148,15 @@ public final class LockEngine implements AutoCloseable {
     throw new UnsupportedOperationException("read-write locks: not yet"); // issue 9
   }
 
-  /** A fair lock handle; see {@code LockClient#getFairLock}. */
+  /** A fair lock handle, its own template in metrics; see {@code LockClient#getFairLock}. */
   public DistributedLock fairLock(String name) {
-    throw new UnsupportedOperationException("fair locks: not yet"); // issue 9
+    return fairLock(name, name);
+  }
+
+  /** {@link #fairLock(String)}, measured under {@code template}; no I/O. */
+  public DistributedLock fairLock(String name, String template) {
+    return new RedisLock(this, LockNames.of(config.keyPrefix(), name, FairKind.INSTANCE), false,
+        Objects.requireNonNull(template, "template"));
   }
 
   /** A multi-lock; see {@code LockClient#getMultiLock}. */
@@ -279,6 +285,11 @@ public final class LockEngine implements AutoCloseable {
 
   long watchdogMillis() {
     return watchdogMillis;
+  }
+
+  /** How long a fair waiter may go without refreshing its place (holdfast.fair.waiter-timeout). */
+  long fairWaiterMillis() {
+    return config.fairWaiterTimeout().toMillis();
   }
 
   /** How long a marker lives: short for a final release's first attempt, long once sealed. */

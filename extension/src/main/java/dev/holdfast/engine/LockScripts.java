@@ -276,7 +276,9 @@ final class LockScripts {
 
   /**
    * End a hold locally but keep the lock in Redis for a while (a {@code @Locked} method's
-   * {@code holdAtLeast}): the key expires after exactly that long, unless held again meanwhile.
+   * {@code holdAtLeast}): the key expires after exactly that long. The caller's field is renamed
+   * {@code <field>:kept}, a field no thread has, so that the lock then excludes everyone, the
+   * caller's own thread included (a field of its own would let it re-enter).
    *
    * <pre>
    * KEYS[1] lock key
@@ -285,10 +287,16 @@ final class LockScripts {
    * returns 1 if the caller held it (it now expires then), 0 if it did not
    * </pre>
    *
-   * A copy applied twice sets the same expiry again, counted from the copy: harmless.
+   * A copy applied twice finds the renamed field and answers 1 without extending anything.
    */
   static final LockScript KEEP = new LockScript("keep", """
+      local kept = ARGV[1] .. ':kept'
+      if redis.call('hexists', KEYS[1], kept) == 1 then
+        return 1
+      end
       if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+        redis.call('hdel', KEYS[1], ARGV[1])
+        redis.call('hset', KEYS[1], kept, 1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return 1
       end
@@ -312,5 +320,268 @@ final class LockScripts {
         return 1
       end
       return 0
+      """);
+
+  // ---- fair lock (FairKind): Redisson's RFairLock queue beside the exclusive lock's hash ----
+
+  /**
+   * What every fair script starts with. {@code Q}, {@code T}: the queue list and the scores'
+   * sorted set; {@code now}: the server's clock in ms. {@code purge()} drops the waiters whose
+   * deadline passed, wherever they stand, and a head without a score (no script leaves one; it
+   * could only block the queue forever); it returns whether the head changed. {@code leave(f)}
+   * takes one field out of the queue. {@code wakeHead(cmd, channel)} publishes Redisson's unlock
+   * message {@code 0} to the head waiter's own channel, if there is a head.
+   */
+  private static final String FAIR_COMMON = """
+      local time = redis.call('time')
+      local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+      local function purge(Q, T)
+        local before = redis.call('lindex', Q, 0)
+        local dead = redis.call('zrangebyscore', T, '-inf', string.format('%.0f', now))
+        for i = 1, #dead do
+          redis.call('lrem', Q, 0, dead[i])
+        end
+        if #dead > 0 then
+          redis.call('zremrangebyscore', T, '-inf', string.format('%.0f', now))
+        end
+        while true do
+          local head = redis.call('lindex', Q, 0)
+          if not head or redis.call('zscore', T, head) then
+            break
+          end
+          redis.call('lpop', Q)
+        end
+        return redis.call('lindex', Q, 0) ~= before
+      end
+      local function leave(Q, T, field)
+        if redis.call('zrem', T, field) == 1 then
+          redis.call('lrem', Q, 0, field)
+        end
+      end
+      local function wakeHead(Q, cmd, channel)
+        local head = redis.call('lindex', Q, 0)
+        if head then
+          redis.call(cmd, channel .. ':' .. head, '0')
+        end
+      end
+      """;
+
+  /**
+   * {@link #ACQUIRE} for the fair lock: the same KEYS, ARGV and replies, then
+   *
+   * <pre>
+   * KEYS[4] queue list, KEYS[5] scores' sorted set
+   * ARGV[8] waiter timeout in ms, ARGV[9] 'publish'/'spublish', ARGV[10] lock channel
+   * </pre>
+   *
+   * A fresh acquisition succeeds only if the lock is free and the queue is empty or the caller
+   * is its head; it then leaves the queue. Otherwise the caller joins the queue's tail, or stays
+   * where it is with a new deadline ({@code now + waiter timeout}), and the reply's pttl is how
+   * long to park: the holder's remaining lease, or, when the lock is free but another waiter has
+   * the turn, the time until that waiter's deadline (its turn passes if it never comes). A
+   * re-sent (sealed) copy cannot enqueue twice: a field has one score, and a new score means a
+   * new queue entry only when there was none. Re-entry ignores the queue, as the exclusive lock's.
+   */
+  static final LockScript FAIR_ACQUIRE = new LockScript("fair-acquire", FAIR_COMMON + """
+      local function token()
+        if ARGV[6] ~= '1' then
+          return 0
+        end
+        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1,
+            tonumber(time[1]) * 1000000 + tonumber(time[2]))
+        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
+        return next
+      end
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
+        if kind == 'd' then
+          local last = 0
+          if ARGV[6] == '1' then
+            last = tonumber(redis.call('get', KEYS[3]) or '0')
+          end
+          return {1, value, redis.call('pttl', KEYS[1]), last}
+        elseif kind == 'n' then
+          return {0, value, 0, 0}
+        end
+        return {-3, 0, 0, 0}
+      end
+      local headChanged = purge(KEYS[4], KEYS[5])
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      local pttl
+      if expected == 0 then
+        if count == 0 then
+          local held = redis.call('exists', KEYS[1]) == 1
+          local head = redis.call('lindex', KEYS[4], 0)
+          if held or (head and head ~= ARGV[2]) then
+            if headChanged and not held then
+              wakeHead(KEYS[4], ARGV[9], ARGV[10])
+            end
+            if redis.call('zadd', KEYS[5], string.format('%.0f', now + tonumber(ARGV[8])),
+                ARGV[2]) == 1 then
+              redis.call('lrem', KEYS[4], 0, ARGV[2])
+              redis.call('rpush', KEYS[4], ARGV[2])
+            end
+            if held then
+              pttl = redis.call('pttl', KEYS[1])
+            else
+              pttl = math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
+            end
+            if ARGV[4] == '1' then
+              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
+            end
+            return {0, pttl, 0, 0}
+          end
+        elseif count > 1 then
+          return {-2, count, 0, 0}
+        end
+        if ARGV[4] == '1' then
+          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
+        end
+        leave(KEYS[4], KEYS[5], ARGV[2])
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], lease)
+        return {1, 1, lease, token()}
+      end
+      if count == 0 then
+        return {-1, 0, 0, 0}
+      elseif count ~= expected and count ~= expected + 1 then
+        return {-2, count, 0, 0}
+      end
+      if ARGV[4] == '1' then
+        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
+      end
+      if count == expected then
+        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+      end
+      pttl = redis.call('pttl', KEYS[1])
+      if pttl >= 0 and pttl < lease then
+        redis.call('pexpire', KEYS[1], lease)
+        pttl = lease
+      end
+      return {1, count, pttl, token()}
+      """);
+
+  /**
+   * {@link #RELEASE} for the fair lock (KEYS[3] queue, KEYS[4] scores; ARGV[8..10] as
+   * {@link #FAIR_ACQUIRE}'s): the final release wakes the head waiter on its own channel instead
+   * of every waiter on the lock channel.
+   */
+  static final LockScript FAIR_RELEASE = new LockScript("fair-release", FAIR_COMMON + """
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        if string.sub(marker, 1, 1) == 'd' then
+          return tonumber(string.sub(marker, 3))
+        end
+        return -2
+      end
+      purge(KEYS[3], KEYS[4])
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return -1
+      end
+      local expected = tonumber(ARGV[3])
+      if count == expected - 1 then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
+        end
+        return count
+      elseif count ~= expected then
+        return -2
+      end
+      if count > 1 and ARGV[2] ~= '0' then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+        end
+        count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return count
+      end
+      wakeHead(KEYS[3], ARGV[4], ARGV[6])
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      redis.call('del', KEYS[1])
+      return 0
+      """);
+
+  /**
+   * {@link #RESOLVE} for the fair lock (KEYS[3] queue, KEYS[4] scores; ARGV[7..9] as
+   * {@link #FAIR_ACQUIRE}'s ARGV[8..10]). Settling a fresh acquisition also takes the caller out
+   * of the queue: the call it settles ends without the lock. A lock this frees wakes the head.
+   */
+  static final LockScript FAIR_RESOLVE = new LockScript("fair-resolve", FAIR_COMMON + """
+      local marker = redis.call('get', KEYS[2])
+      if marker and string.sub(marker, 1, 1) == 'x' then
+        return {tonumber(string.sub(marker, 3)), 'x'}
+      end
+      local outcome = ''
+      if marker and string.sub(marker, 1, 1) == 'd' then
+        outcome = 'd'
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local expected = tonumber(ARGV[2])
+      local target = count
+      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
+        target = 0
+      elseif ARGV[3] == 'acquire' and count == expected + 1 then
+        target = expected
+      end
+      local last = target == 0 and count > 0 and redis.call('hlen', KEYS[1]) <= 1
+      -- Queue housekeeping first (harmless alone), then the calls that may be refused, then the
+      -- change to the lock.
+      local headChanged = purge(KEYS[3], KEYS[4])
+      if ARGV[3] == 'acquire' and expected == 0 then
+        local head = redis.call('lindex', KEYS[3], 0)
+        leave(KEYS[3], KEYS[4], ARGV[1])
+        headChanged = headChanged or head == ARGV[1]
+      end
+      if last or (headChanged and redis.call('exists', KEYS[1]) == 0) then
+        wakeHead(KEYS[3], ARGV[4], ARGV[5])
+      end
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      if last then
+        redis.call('del', KEYS[1])
+      elseif target == 0 and count > 0 then
+        redis.call('hdel', KEYS[1], ARGV[1])
+      elseif target ~= count then
+        redis.call('hset', KEYS[1], ARGV[1], target)
+      end
+      return {target, outcome}
+      """);
+
+  /**
+   * {@link #FORCE_RELEASE} for the fair lock (KEYS[2] queue, KEYS[3] scores; ARGV[3..5] as
+   * {@link #FAIR_ACQUIRE}'s ARGV[8..10]): wakes the head waiter on its own channel.
+   */
+  static final LockScript FAIR_FORCE_RELEASE = new LockScript("fair-force-release",
+      FAIR_COMMON + """
+      purge(KEYS[2], KEYS[3])
+      if redis.call('exists', KEYS[1]) == 1 then
+        wakeHead(KEYS[2], ARGV[1], ARGV[2])
+        redis.call('del', KEYS[1])
+        return 1
+      end
+      return 0
+      """);
+
+  /**
+   * A fair waiter gave up (timeout, interrupt, failure): it leaves the queue, and if the lock is
+   * free the (new) head is woken, in case the turn was passing to the one that left.
+   *
+   * <pre>
+   * KEYS[1] lock key, KEYS[2] queue, KEYS[3] scores
+   * ARGV[1] the waiter's field, ARGV[2] 'publish'/'spublish', ARGV[3] lock channel
+   * returns 1
+   * </pre>
+   */
+  static final LockScript FAIR_LEAVE = new LockScript("fair-leave", FAIR_COMMON + """
+      local wasHead = redis.call('lindex', KEYS[2], 0) == ARGV[1]
+      leave(KEYS[2], KEYS[3], ARGV[1])
+      local headChanged = purge(KEYS[2], KEYS[3])
+      if (wasHead or headChanged) and redis.call('exists', KEYS[1]) == 0 then
+        wakeHead(KEYS[2], ARGV[2], ARGV[3])
+      end
+      return 1
       """);
 }

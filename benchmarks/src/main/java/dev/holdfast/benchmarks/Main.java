@@ -1,0 +1,42 @@
+package dev.holdfast.benchmarks;
+
+import java.util.Arrays;
+
+/**
+ * The entry point of {@code benchmarks/target/benchmarks.jar} (built by
+ * {@code ./mvnw -B -q -pl benchmarks -am package -Pbench -DskipTests -Dexec.skip}):
+ * {@code java -jar benchmarks/target/benchmarks.jar <command> [arguments]} with the commands
+ * <ul>
+ *   <li>{@code side-by-side [scenario...] [--rounds N] [--seconds S] [--smoke] ...}:
+ *       {@link SideBySideBenchmark}, Holdfast beside Redisson and the protocol floor;</li>
+ *   <li>{@code jmh [JMH options]}: the JMH micro-benchmarks of this jar ({@link HandleBenchmark}),
+ *       e.g. {@code jmh -f 1 -wi 3 -i 5}; {@code jmh -h} lists JMH's options;</li>
+ *   <li>{@code sync-replicas-cost [ops rounds]}: {@link SyncReplicasBenchmark};</li>
+ *   <li>{@code observation [ops rounds modes...]}: {@link ObservationBenchmark}.</li>
+ * </ul>
+ */
+public final class Main {
+
+  private Main() {
+  }
+
+  public static void main(String[] args) throws Exception {
+    if (args.length == 0) {
+      System.err.println("usage: java -jar benchmarks.jar side-by-side|jmh|sync-replicas-cost"
+          + "|observation [arguments]; see dev.holdfast.benchmarks.Main");
+      System.exit(2);
+    }
+    String[] rest = Arrays.copyOfRange(args, 1, args.length);
+    switch (args[0]) {
+      case "side-by-side" -> System.exit(SideBySideBenchmark.run(rest));
+      case "jmh" -> org.openjdk.jmh.Main.main(rest);
+      case "sync-replicas-cost" -> SyncReplicasBenchmark.main(rest);
+      case "observation" -> ObservationBenchmark.main(rest);
+      default -> {
+        System.err.println("unknown command " + args[0]
+            + ": side-by-side, jmh, sync-replicas-cost or observation");
+        System.exit(2);
+      }
+    }
+  }
+}

@@ -1,0 +1,336 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.testing.Await;
+import dev.holdfast.testing.RedisExtension;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import redis.clients.jedis.Jedis;
+
+/** The fair lock on one Redis server: arrival order across clients, leaving, dead waiters. */
+class FairLockTest {
+  private static final String QUEUE = "redisson_lock_queue:{fair}";
+  private static final String TIMEOUTS = "redisson_lock_timeout:{fair}";
+
+  @RegisterExtension
+  static final RedisExtension redis = RedisExtension.standalone();
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  private final ExecutorService threads = Executors.newCachedThreadPool();
+
+  @BeforeEach
+  void setUp() {
+    redis.flushAll();
+  }
+
+  @AfterEach
+  void stopThreads() {
+    threads.shutdownNow();
+  }
+
+  private LockClient client(String... extra) {
+    return clients.create(Map.of("holdfast.redis.address", redis.server().uri()), extra);
+  }
+
+  private static List<String> queue() {
+    try (Jedis jedis = redis.server().admin()) {
+      return jedis.lrange(QUEUE, 0, -1);
+    }
+  }
+
+  private static void awaitQueue(int size) {
+    Await.until(Duration.ofSeconds(10), () -> queue().size() == size,
+        "queue of " + size + " waiters");
+  }
+
+  /** A waiter that, once it holds the lock, records {@code label} and releases it. */
+  private Future<?> waiter(DistributedLock lock, String label, ConcurrentLinkedQueue<String> order) {
+    return threads.submit(() -> {
+      lock.lock();
+      try {
+        order.add(label);
+      } finally {
+        lock.unlock();
+      }
+      return null;
+    });
+  }
+
+  @Test
+  void waitersFromTwoClients_acquireInTheOrderTheyStartedWaiting() throws Exception {
+    LockClient a = client();
+    LockClient b = client();
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    ConcurrentLinkedQueue<String> order = new ConcurrentLinkedQueue<>();
+    List<String> started = new ArrayList<>();
+    List<Future<?>> waiters = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      LockClient c = i % 3 == 1 ? a : b; // b, a, b, b, a, b: not simply alternating
+      String label = "w" + i;
+      waiters.add(waiter(c.getFairLock("fair"), label, order));
+      started.add(label);
+      awaitQueue(i + 1);
+    }
+    holder.unlock();
+    for (Future<?> w : waiters) {
+      w.get(20, TimeUnit.SECONDS);
+    }
+    assertEquals(started, new ArrayList<>(order));
+    assertEquals(List.of(), queue());
+    assertFalse(holder.isLocked());
+  }
+
+  @Test
+  void freeLock_withALiveWaiterAhead_refusesANewcomer() throws Exception {
+    LockClient a = client();
+    try (Jedis jedis = redis.server().admin()) {
+      long now = Long.parseLong(jedis.time().get(0)) * 1000;
+      jedis.zadd(TIMEOUTS, now + 60_000, "someone:1");
+      jedis.rpush(QUEUE, "someone:1");
+    }
+    DistributedLock lock = a.getFairLock("fair");
+    assertFalse(lock.tryLock());
+    assertFalse(lock.isLocked());
+    assertEquals(List.of("someone:1"), queue(), "a failed tryLock() left no entry behind");
+
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.lrem(QUEUE, 0, "someone:1");
+      jedis.zrem(TIMEOUTS, "someone:1");
+    }
+    assertTrue(lock.tryLock());
+    lock.unlock();
+  }
+
+  @Test
+  void timedOutWaiter_leavesTheQueueAtOnce_andTheNextIsNotDelayed() throws Exception {
+    LockClient a = client();
+    LockClient b = client("holdfast.fair.waiter-timeout", "60s"); // parks only until woken
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    Future<Boolean> quitter = threads.submit(() -> b.getFairLock("fair")
+        .tryLock(1_500, TimeUnit.MILLISECONDS));
+    awaitQueue(1);
+    String quitterField = queue().get(0);
+    CompletableFuture<Long> acquiredAt = new CompletableFuture<>();
+    threads.submit(() -> {
+      DistributedLock next = b.getFairLock("fair");
+      next.lock();
+      acquiredAt.complete(System.nanoTime());
+      next.unlock();
+      return null;
+    });
+    awaitQueue(2);
+
+    assertFalse(quitter.get(20, TimeUnit.SECONDS));
+    List<String> after = queue();
+    assertEquals(1, after.size(), () -> "only the next waiter is left: " + after);
+    assertFalse(after.contains(quitterField));
+
+    long released = System.nanoTime();
+    holder.unlock();
+    long latency = TimeUnit.NANOSECONDS.toMillis(acquiredAt.get(20, TimeUnit.SECONDS) - released);
+    assertTrue(latency < 2_000, "the next waiter was woken at once: " + latency + "ms");
+  }
+
+  @Test
+  void interruptedWaiter_leavesTheQueueAtOnce() throws Exception {
+    LockClient a = client();
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    CompletableFuture<Thread> waiting = new CompletableFuture<>();
+    Future<?> waiter = threads.submit(() -> {
+      waiting.complete(Thread.currentThread());
+      a.getFairLock("fair").lockInterruptibly();
+      return null;
+    });
+    awaitQueue(1);
+    waiting.get().interrupt();
+
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> waiter.get(20, TimeUnit.SECONDS));
+    assertInstanceOf(InterruptedException.class, e.getCause());
+    assertEquals(List.of(), queue());
+    try (Jedis jedis = redis.server().admin()) {
+      assertEquals(0, jedis.zcard(TIMEOUTS));
+    }
+    holder.unlock();
+  }
+
+  @Test
+  void waiterOfAClosedClient_stopsBlockingWithinTheWaiterTimeout() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "1s");
+    LockClient dying = client("holdfast.fair.waiter-timeout", "1s");
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    Future<?> dead = threads.submit(() -> {
+      dying.getFairLock("fair").lock();
+      return null;
+    });
+    awaitQueue(1);
+    CompletableFuture<Long> acquiredAt = new CompletableFuture<>();
+    threads.submit(() -> {
+      DistributedLock next = a.getFairLock("fair");
+      next.lock();
+      acquiredAt.complete(System.nanoTime());
+      next.unlock();
+      return null;
+    });
+    awaitQueue(2);
+    dying.close(); // its waiter stops refreshing, without leaving the queue
+    assertThrows(ExecutionException.class, () -> dead.get(20, TimeUnit.SECONDS));
+    assertEquals(2, queue().size(), "a closed client's waiter stays until its deadline");
+
+    long released = System.nanoTime();
+    holder.unlock(); // wakes the dead head, which never comes
+    long latency = TimeUnit.NANOSECONDS.toMillis(acquiredAt.get(20, TimeUnit.SECONDS) - released);
+    assertTrue(latency < 3_000, "the dead waiter blocked at most its 1s timeout: " + latency);
+    assertEquals(List.of(), queue());
+  }
+
+  @Test
+  void foreignWaiterWithAPastDeadline_isDroppedWhereverItStands() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "1s");
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    long now;
+    try (Jedis jedis = redis.server().admin()) {
+      now = Long.parseLong(jedis.time().get(0)) * 1000;
+      jedis.zadd(TIMEOUTS, now + 60_000, "alive:1");
+      jedis.rpush(QUEUE, "alive:1");
+      jedis.zadd(TIMEOUTS, now - 1, "dead:1");
+      jedis.rpush(QUEUE, "dead:1");
+    }
+    Future<?> waiter = threads.submit(() -> {
+      a.getFairLock("fair").tryLock(200, TimeUnit.MILLISECONDS);
+      return null;
+    });
+    waiter.get(20, TimeUnit.SECONDS);
+    assertEquals(List.of("alive:1"), queue(), "the dead entry behind a live one is gone");
+    holder.unlock();
+  }
+
+  @Test
+  void deadHeadWhileTheLockIsFree_passesItsTurnWhenItsDeadlinePasses() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "60s");
+    long deadline;
+    try (Jedis jedis = redis.server().admin()) {
+      deadline = Long.parseLong(jedis.time().get(0)) * 1000 + 2_000;
+      jedis.zadd(TIMEOUTS, deadline, "dead:1");
+      jedis.rpush(QUEUE, "dead:1");
+    }
+    DistributedLock lock = a.getFairLock("fair");
+    long start = System.nanoTime();
+    assertTrue(lock.tryLock(20, TimeUnit.SECONDS));
+    long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    lock.unlock();
+    assertTrue(waited >= 500 && waited < 5_000, "waited for the dead head's turn to pass "
+        + "(parked until its deadline, not for the 20s poll of a 60s timeout): " + waited + "ms");
+  }
+
+  @Test
+  void reentrant_countsSections_andFreesTheLockAtTheLast() throws Exception {
+    LockClient a = client();
+    LockClient b = client();
+    DistributedLock lock = a.getFairLock("fair");
+    lock.lock();
+    assertTrue(lock.tryLock());
+    assertEquals(2, lock.getHoldCount());
+    assertTrue(lock.isHeldByCurrentThread());
+    lock.unlock();
+    assertTrue(lock.isLocked());
+    assertFalse(threads.submit(() -> b.getFairLock("fair").tryLock()).get(20, TimeUnit.SECONDS));
+    lock.unlock();
+    assertFalse(lock.isLocked());
+    assertThrows(IllegalMonitorStateException.class, lock::unlock);
+    assertTrue(threads.submit(() -> {
+      DistributedLock theirs = b.getFairLock("fair");
+      boolean got = theirs.tryLock();
+      theirs.unlock();
+      return got;
+    }).get(20, TimeUnit.SECONDS));
+  }
+
+  @Test
+  void watchdog_keepsTheFairLockPastItsTimeout() throws Exception {
+    LockClient a = client("holdfast.watchdog-timeout", "1s");
+    LockClient b = client();
+    DistributedLock lock = a.getFairLock("fair");
+    lock.lock();
+    Future<Boolean> other = threads.submit(() -> b.getFairLock("fair")
+        .tryLock(3_000, TimeUnit.MILLISECONDS));
+    assertFalse(other.get(20, TimeUnit.SECONDS), "held through three watchdog timeouts");
+    assertTrue(lock.isHeldByCurrentThread());
+    lock.unlock();
+    assertEquals(List.of(), queue());
+  }
+
+  @Test
+  void lease_expires_andTheNextWaiterTakesIt() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "60s");
+    LockClient b = client("holdfast.fair.waiter-timeout", "60s");
+    a.getFairLock("fair").lock(700, TimeUnit.MILLISECONDS);
+    Future<Boolean> next = threads.submit(() -> {
+      DistributedLock theirs = b.getFairLock("fair");
+      boolean got = theirs.tryLock(10, TimeUnit.SECONDS);
+      theirs.unlock();
+      return got;
+    });
+    assertTrue(next.get(20, TimeUnit.SECONDS), "parked until the lease ran out, then took it");
+  }
+
+  @Test
+  void unlock_wakesTheHeadWaiter_notAfterItsPark() throws Exception {
+    LockClient a = client();
+    LockClient b = client("holdfast.fair.waiter-timeout", "60s"); // would park 20s unwoken
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, b.getFairLock("fair"));
+    awaitQueue(1);
+    String field = queue().get(0);
+    Await.until(Duration.ofSeconds(5), () -> Waiters.subscribers(redis.server().admin(),
+        "redisson_lock__channel:{fair}:" + field) > 0, "waiter subscribed to its own channel");
+    long released = System.nanoTime();
+    holder.unlock();
+    long latency = Waiters.millisUntilAcquired(waiter, released);
+    assertTrue(latency < 2_000, "woken by the unlock message: " + latency + "ms");
+  }
+
+  @Test
+  void forceUnlock_wakesTheHeadWaiter() throws Exception {
+    LockClient a = client();
+    LockClient b = client("holdfast.fair.waiter-timeout", "60s");
+    a.getFairLock("fair").lock();
+    Future<Long> waiter = Waiters.acquireAndRelease(threads, b.getFairLock("fair"));
+    awaitQueue(1);
+    String field = queue().get(0);
+    Await.until(Duration.ofSeconds(5), () -> Waiters.subscribers(redis.server().admin(),
+        "redisson_lock__channel:{fair}:" + field) > 0, "waiter subscribed to its own channel");
+    long released = System.nanoTime();
+    assertTrue(b.getFairLock("fair").forceUnlock());
+    long latency = Waiters.millisUntilAcquired(waiter, released);
+    assertTrue(latency < 2_000, "woken by forceUnlock's message: " + latency + "ms");
+  }
+}
