@@ -144,6 +144,8 @@ class TwoInstancesIT {
           + runners + "; all: " + byOccurrence);
       assertTrue(instanceIds.contains(runners.get(0)), "unknown runner " + runners.get(0));
     }
+    assertTrue(!judged.get(0).isAfter(testStart.plus(SNAPSHOT_PERIOD)), "the first occurrence after "
+        + testStart + " ran (none missed); all: " + byOccurrence);
     for (int i = 1; i < judged.size(); i++) {
       assertEquals(SNAPSHOT_PERIOD, Duration.between(judged.get(i - 1), judged.get(i)),
           "occurrences " + judged.get(i - 1) + " and " + judged.get(i) + " are one period apart "

@@ -94,9 +94,12 @@ class TwoInstancesIT {
   }
 
   /**
-   * Both servers' schedules fire every occurrence of the snapshot job; {@code @Locked(skipIfBusy
-   * = true, holdAtLeast = …)} lets exactly one of them run it: every occurrence since the test
-   * began appears once in the shared list, none twice, and none is missing in between.
+   * Both servers' schedules fire every occurrence of the snapshot job, up to
+   * {@value StockServers#SNAPSHOT_MAX_DELAY_MILLIS} ms apart; {@code @Locked(skipIfBusy = true,
+   * holdAtLeast = …)} lets exactly one of them run it: every occurrence since the test began
+   * appears once in the shared list, none twice, and none is missing in between. (The skips are
+   * counted only in Micrometer and logged at debug, neither of which this WildFly setup exposes;
+   * the Quarkus example's test checks them.)
    */
   @Test
   void snapshotJob_onTwoInstances_runsEachOccurrenceExactlyOnce() {
@@ -120,6 +123,8 @@ class TwoInstancesIT {
           + runners + "; all: " + byOccurrence);
       assertTrue(instanceIds.contains(runners.get(0)), "unknown runner " + runners.get(0));
     }
+    assertTrue(!judged.get(0).isAfter(testStart.plus(period)), "the first occurrence after "
+        + testStart + " ran (none missed); all: " + byOccurrence);
     for (int i = 1; i < judged.size(); i++) {
       assertEquals(period, Duration.between(judged.get(i - 1), judged.get(i)),
           "occurrences " + judged.get(i - 1) + " and " + judged.get(i) + " are one period apart "
