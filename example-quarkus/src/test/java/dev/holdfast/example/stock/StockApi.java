@@ -9,10 +9,13 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A small client of the example's HTTP API for the tests and the demo, including the burst of
@@ -96,6 +99,39 @@ final class StockApi {
           token == null || token.isNull() ? null : token.asLong(),
           answer.get("lockLost").asBoolean());
     });
+  }
+
+  /** One run of the snapshot job, from {@code GET /snapshots}. */
+  record SnapshotRun(Instant occurrence, String instance) {
+  }
+
+  /**
+   * {@code GET /snapshots}: the answering instance's name and every instance's runs of the
+   * snapshot job, oldest first.
+   */
+  record Snapshots(String instance, List<SnapshotRun> runs) {
+  }
+
+  Snapshots snapshots(URI instance) {
+    JsonNode answer = json(expectOk(send(request(instance, "/snapshots").GET().build())));
+    List<SnapshotRun> runs = new ArrayList<>();
+    for (JsonNode run : answer.get("snapshots")) {
+      runs.add(new SnapshotRun(Instant.parse(run.get("occurrence").asText()),
+          run.get("instance").asText()));
+    }
+    return new Snapshots(answer.get("instance").asText(), runs);
+  }
+
+  /**
+   * The value of the Prometheus series {@code name{labels}} at {@code /q/metrics}, or 0 if the
+   * instance has not published it (Micrometer creates some meters on first use).
+   */
+  double metric(URI instance, String name, String labels) {
+    String metrics = expectOk(send(request(instance, "/q/metrics").GET().build())).body();
+    Matcher m = Pattern.compile(
+        "(?m)^" + Pattern.quote(name + "{" + labels + "}") + " (\\S+)$")
+        .matcher(metrics);
+    return m.find() ? Double.parseDouble(m.group(1)) : 0;
   }
 
   /** Starts {@code POST /report} on one instance; completes with the status code. */

@@ -5,6 +5,7 @@ import jakarta.annotation.PreDestroy;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 import java.net.URI;
+import java.time.Instant;
 import java.util.List;
 import java.util.OptionalInt;
 import org.eclipse.microprofile.config.inject.ConfigProperty;
@@ -26,6 +27,10 @@ public class StockStore {
   private static final String KEY_PREFIX = "stock-level:";
   /* The highest fencing token a SKU's level was written with. */
   private static final String TOKEN_PREFIX = "stock-fence:";
+  /* Every run of the snapshot job, oldest first (not "stock-snapshot": that is the job's lock). */
+  private static final String SNAPSHOTS_KEY = "stock-snapshots";
+  /* How many runs the list keeps: the newest. */
+  private static final int SNAPSHOTS_KEPT = 1000;
 
   /**
    * The fenced write, in one round trip and atomically: a refused write changes nothing.
@@ -109,7 +114,33 @@ public class StockStore {
     return new Totals(skus, units);
   }
 
+  /** Appends a run of the snapshot job to the shared list, which keeps the newest runs. */
+  public void recordSnapshot(Snapshot snapshot) {
+    redis.rpush(SNAPSHOTS_KEY, snapshot.occurrence() + " " + snapshot.skus() + " "
+        + snapshot.units() + " " + snapshot.instance());
+    redis.ltrim(SNAPSHOTS_KEY, -SNAPSHOTS_KEPT, -1);
+  }
+
+  /** The snapshot job's runs on every instance, oldest first. */
+  public List<Snapshot> snapshots() {
+    return redis.lrange(SNAPSHOTS_KEY, 0, -1).stream().map(entry -> {
+      String[] fields = entry.split(" ", 4); // the instance, last, may contain spaces
+      return new Snapshot(Instant.parse(fields[0]), fields[3], Integer.parseInt(fields[1]),
+          Long.parseLong(fields[2]));
+    }).toList();
+  }
+
   /** Stocked SKUs and their units. */
   public record Totals(int skus, long units) {
+  }
+
+  /**
+   * One run of the snapshot job.
+   *
+   * @param occurrence the scheduled time of the run: the same on every instance for one
+   *                   occurrence of the schedule
+   * @param instance   the instance that ran it
+   */
+  public record Snapshot(Instant occurrence, String instance, int skus, long units) {
   }
 }

@@ -11,6 +11,9 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
 /** The example's REST API on one server, as the tests call it. Thread-safe. */
@@ -92,6 +95,27 @@ final class StockClient {
       return new Write(response.statusCode(), json.getBoolean("accepted"), token,
           json.getBoolean("lockLost"));
     });
+  }
+
+  /** One run of the snapshot job, from {@code GET /snapshots}. */
+  record SnapshotRun(Instant occurrence, String instance) {
+  }
+
+  /**
+   * {@code GET /snapshots}: the answering server's instance name and every instance's runs of
+   * the snapshot job, oldest first.
+   */
+  record Snapshots(String instance, List<SnapshotRun> runs) {
+  }
+
+  Snapshots snapshots() {
+    JsonObject answer = json(expectOk(get("snapshots")));
+    List<SnapshotRun> runs = new ArrayList<>();
+    for (JsonObject run : answer.getJsonArray("snapshots").getValuesAs(JsonObject.class)) {
+      runs.add(new SnapshotRun(Instant.parse(run.getString("occurrence")),
+          run.getString("instance")));
+    }
+    return new Snapshots(answer.getString("instance"), runs);
   }
 
   Reservation reserve(String sku, boolean locked) {

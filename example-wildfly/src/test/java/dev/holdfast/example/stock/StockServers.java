@@ -1,6 +1,7 @@
 package dev.holdfast.example.stock;
 
 import dev.holdfast.testing.RedisServer;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -29,6 +30,20 @@ final class StockServers implements ParameterResolver {
 
   /** The deliberate pause in a reservation, {@code stock.work-millis}, in every server. */
   static final long WORK_MILLIS = 10;
+  /** The snapshot job's schedule, {@code stock.snapshot.cron}: every {@link #SNAPSHOT_PERIOD}. */
+  static final String SNAPSHOT_CRON = "*/3 * * * * *";
+  static final Duration SNAPSHOT_PERIOD = Duration.ofSeconds(3);
+  /**
+   * Each server calls the job up to this long after the scheduled time, at random: the two
+   * servers' calls are apart by up to that, much more than the job takes.
+   */
+  static final long SNAPSHOT_MAX_DELAY_MILLIS = 500;
+  /**
+   * The snapshot job's {@code holdAtLeast}, by configuration (the annotation's 5 s suits a
+   * once-a-minute job): longer than the two servers' calls are apart (with a second to spare for
+   * a busy machine), shorter than the period (likewise).
+   */
+  static final String SNAPSHOT_HOLD = "1500ms";
 
   private static final ExtensionContext.Namespace NAMESPACE =
       ExtensionContext.Namespace.create(StockServers.class);
@@ -51,7 +66,11 @@ final class StockServers implements ParameterResolver {
       RedisServer redis = RedisServer.start();
       Map<String, String> config = Map.of(
           "holdfast.redis.address", redis.uri(),
-          "stock.work-millis", Long.toString(WORK_MILLIS));
+          "stock.work-millis", Long.toString(WORK_MILLIS),
+          "stock.snapshot.cron", SNAPSHOT_CRON,
+          "stock.snapshot.max-delay-millis", Long.toString(SNAPSHOT_MAX_DELAY_MILLIS),
+          "holdfast.\"" + StockSnapshotJob.class.getName() + "/takeSnapshot\".locked."
+              + "hold-at-least", SNAPSHOT_HOLD);
       ExecutorService boot = Executors.newFixedThreadPool(2);
       try {
         CompletableFuture<WildFlyServer> a =
