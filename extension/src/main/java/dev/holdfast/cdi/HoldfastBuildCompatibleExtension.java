@@ -10,6 +10,7 @@ import jakarta.enterprise.inject.build.compatible.spi.BuildCompatibleExtension;
 import jakarta.enterprise.inject.build.compatible.spi.Discovery;
 import jakarta.enterprise.inject.build.compatible.spi.InjectionPointInfo;
 import jakarta.enterprise.inject.build.compatible.spi.Messages;
+import jakarta.enterprise.inject.build.compatible.spi.MetaAnnotations;
 import jakarta.enterprise.inject.build.compatible.spi.Registration;
 import jakarta.enterprise.inject.build.compatible.spi.ScannedClasses;
 import jakarta.enterprise.inject.build.compatible.spi.SkipIfPortableExtensionPresent;
@@ -51,6 +52,15 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
 
   /** For the container. */
   public HoldfastBuildCompatibleExtension() {
+  }
+
+  /**
+   * ArC knows qualifiers from its bean archives' index, which need not hold the library's API
+   * classes: without this, {@code @Fair} at an injection point was silently ignored.
+   */
+  @Discovery
+  public void addQualifiers(MetaAnnotations meta) {
+    meta.addQualifier(Fair.class);
   }
 
   @Discovery

@@ -113,6 +113,12 @@ class PreparedOperationsTest {
   public static class BuildCompatibleOnly extends HoldfastBuildCompatibleExtension {
     @Override
     @Discovery
+    public void addQualifiers(jakarta.enterprise.inject.build.compatible.spi.MetaAnnotations meta) {
+      super.addQualifiers(meta);
+    }
+
+    @Override
+    @Discovery
     public void addLibraryBeans(ScannedClasses scanned) {
       super.addLibraryBeans(scanned);
     }
