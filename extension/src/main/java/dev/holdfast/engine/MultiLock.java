@@ -27,11 +27,10 @@ import java.util.concurrent.locks.Condition;
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
  * thread-bound), so members may be of any kind and from any client. Immutable and thread-safe.
  */
-final class MultiLock implements DistributedLock {
+final class MultiLock extends CompositeLock {
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
   private static final long STEP_MIN_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   private static final long STEP_SPREAD_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-  private static final long NONE = LockGroup.NONE;
 
   private final LockGroup group;
   /** The members in acquisition order: by name, then as given. */
@@ -50,55 +49,6 @@ final class MultiLock implements DistributedLock {
     return "multi[" + group.names() + "]";
   }
 
-  @Override
-  public void lock() {
-    acquireUninterruptibly(NONE);
-  }
-
-  @Override
-  public void lock(long leaseTime, TimeUnit unit) {
-    acquireUninterruptibly(LockGroup.leaseMillis(leaseTime, unit));
-  }
-
-  @Override
-  public void lockInterruptibly() throws InterruptedException {
-    acquire(NONE, NONE, true);
-  }
-
-  @Override
-  public void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException {
-    acquire(NONE, LockGroup.leaseMillis(leaseTime, unit), true);
-  }
-
-  @Override
-  public boolean tryLock() {
-    try {
-      return acquire(0, NONE, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
-    }
-  }
-
-  @Override
-  public boolean tryLock(long waitTime, TimeUnit unit) throws InterruptedException {
-    return acquire(LockGroup.waitNanos(waitTime, unit), NONE, true);
-  }
-
-  @Override
-  public boolean tryLock(long waitTime, long leaseTime, TimeUnit unit)
-      throws InterruptedException {
-    long lease = LockGroup.leaseMillis(leaseTime, unit);
-    return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
-  }
-
-  private void acquireUninterruptibly(long leaseMillis) {
-    try {
-      acquire(NONE, leaseMillis, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
-    }
-  }
-
   /**
    * The rounds described in the class comment.
    *
@@ -107,7 +57,8 @@ final class MultiLock implements DistributedLock {
    * @param interruptible whether an interrupt ends the call; if not, it is remembered and the
    *     flag restored at the end
    */
-  private boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
+  @Override
+  boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
       throws InterruptedException {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();

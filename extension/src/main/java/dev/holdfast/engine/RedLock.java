@@ -27,9 +27,8 @@ import java.util.concurrent.locks.Condition;
  * watchdog, each member is renewed by its own client; a minority that is lost (its server
  * restarted empty) does not end the hold. Immutable and thread-safe.
  */
-final class RedLock implements DistributedLock {
+final class RedLock extends CompositeLock {
   private static final System.Logger LOG = System.getLogger(RedLock.class.getName());
-  private static final long NONE = LockGroup.NONE;
   /** The random pause between two rounds, in ms: [min, min+spread). */
   private static final long RETRY_MIN_MILLIS = 20;
   private static final long RETRY_SPREAD_MILLIS = 80;
@@ -85,61 +84,13 @@ final class RedLock implements DistributedLock {
     return first;
   }
 
-  @Override
-  public void lock() {
-    acquireUninterruptibly(NONE);
-  }
-
-  @Override
-  public void lock(long leaseTime, TimeUnit unit) {
-    acquireUninterruptibly(LockGroup.leaseMillis(leaseTime, unit));
-  }
-
-  @Override
-  public void lockInterruptibly() throws InterruptedException {
-    acquire(NONE, NONE, true);
-  }
-
-  @Override
-  public void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException {
-    acquire(NONE, LockGroup.leaseMillis(leaseTime, unit), true);
-  }
-
-  @Override
-  public boolean tryLock() {
-    try {
-      return acquire(0, NONE, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
-    }
-  }
-
-  @Override
-  public boolean tryLock(long waitTime, TimeUnit unit) throws InterruptedException {
-    return acquire(LockGroup.waitNanos(waitTime, unit), NONE, true);
-  }
-
-  @Override
-  public boolean tryLock(long waitTime, long leaseTime, TimeUnit unit)
-      throws InterruptedException {
-    long lease = LockGroup.leaseMillis(leaseTime, unit);
-    return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
-  }
-
-  private void acquireUninterruptibly(long leaseMillis) {
-    try {
-      acquire(NONE, leaseMillis, false);
-    } catch (InterruptedException e) {
-      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
-    }
-  }
-
   /**
    * The rounds described in the class comment. When Redis errors alone keep a majority out of
    * reach for the whole wait (or, without a bound, for one watchdog timeout), the call throws
    * instead of answering {@code false}, like a single lock whose server is down.
    */
-  private boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
+  @Override
+  boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
       throws InterruptedException {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();

@@ -1,0 +1,75 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.DistributedLock;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What the composite locks ({@link MultiLock}, {@link RedLock}) share: every acquisition method of
+ * {@link java.util.concurrent.locks.Lock} mapped onto one {@link #acquire} of the subclass, with
+ * leases and waits checked as a single lock checks them.
+ */
+abstract class CompositeLock implements DistributedLock {
+  /** No bound on the wait, or no fixed lease (the watchdog). */
+  static final long NONE = LockGroup.NONE;
+
+  @Override
+  public void lock() {
+    acquireUninterruptibly(NONE);
+  }
+
+  @Override
+  public void lock(long leaseTime, TimeUnit unit) {
+    acquireUninterruptibly(LockGroup.leaseMillis(leaseTime, unit));
+  }
+
+  @Override
+  public void lockInterruptibly() throws InterruptedException {
+    acquire(NONE, NONE, true);
+  }
+
+  @Override
+  public void lockInterruptibly(long leaseTime, TimeUnit unit) throws InterruptedException {
+    acquire(NONE, LockGroup.leaseMillis(leaseTime, unit), true);
+  }
+
+  @Override
+  public boolean tryLock() {
+    try {
+      return acquire(0, NONE, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
+    }
+  }
+
+  @Override
+  public boolean tryLock(long waitTime, TimeUnit unit) throws InterruptedException {
+    return acquire(LockGroup.waitNanos(waitTime, unit), NONE, true);
+  }
+
+  @Override
+  public boolean tryLock(long waitTime, long leaseTime, TimeUnit unit)
+      throws InterruptedException {
+    long lease = LockGroup.leaseMillis(leaseTime, unit);
+    return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
+  }
+
+  private void acquireUninterruptibly(long leaseMillis) {
+    try {
+      acquire(NONE, leaseMillis, false);
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquisition was interrupted", e);
+    }
+  }
+
+  /**
+   * Acquires the composite lock.
+   *
+   * @param waitNanos {@link #NONE} for no bound, 0 to try once, else the bound
+   * @param leaseMillis {@link #NONE} for the watchdog, else each member's lease
+   * @param interruptible whether an interrupt ends the call; if not, it is remembered and the
+   *     flag restored at the end
+   * @return whether the lock was acquired
+   */
+  abstract boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
+      throws InterruptedException;
+}
