@@ -694,6 +694,9 @@ final class RedisLock implements FencedLock {
               names.channel(), sealed ? "1" : "0"),
           resend);
       left = number(replicated.reply());
+      if (left == 0 && expected == 1) {
+        hold.ended();
+      }
       if (!replicated.confirmed()) {
         unconfirmed("unlock()", replicated);
       }
@@ -784,6 +787,7 @@ final class RedisLock implements FencedLock {
       status = number(reply.get(0));
       value = number(reply.get(1));
       if (status == 1) {
+        hold.ended();
         if (replicated.confirmed()) {
           outcome = WaitEntry.Waiter.GRANTED;
           grant = new WaitEntry.Grant(grantId, sentAt, value);
