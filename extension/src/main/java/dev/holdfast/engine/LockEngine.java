@@ -268,7 +268,7 @@ public final class LockEngine implements AutoCloseable {
     handoffs.incrementAndGet();
   }
 
-  /** How many locks this client handed from one of its threads to another, for tests. */
+  /** How many handoffs between threads of this client ran in Redis (acknowledged or not). */
   long localHandoffs() {
     return handoffs.get();
   }

@@ -90,7 +90,7 @@ class LocalHandoffTest {
     return c.getClientId() + ":" + t.getId();
   }
 
-  /** Waits until {@code n} threads of {@code c} are parked as handoff candidates of lock {@code name}. */
+  /** Waits until {@code n} threads of {@code c} are parked as handoff candidates of a lock. */
   private static void awaitCandidates(LockClient c, String name, int n) {
     LockEngine engine = Clients.engine(c);
     String channel = "redisson_lock__channel:{" + name + "}";
@@ -117,8 +117,8 @@ class LocalHandoffTest {
   }
 
   /** 16 threads of one client lock and unlock one key until {@code stop}; counts their sections. */
-  private List<Future<?>> storm(LockClient c, String name, ExclusionProbe probe, AtomicLong sections,
-      AtomicBoolean stop, int perThread) {
+  private List<Future<?>> storm(LockClient c, String name, ExclusionProbe probe,
+      AtomicLong sections, AtomicBoolean stop, int perThread) {
     List<Future<?>> workers = new ArrayList<>();
     DistributedLock lock = c.getLock(name);
     for (int t = 0; t < 16; t++) {
