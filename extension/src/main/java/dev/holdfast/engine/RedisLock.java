@@ -38,6 +38,8 @@ final class RedisLock implements FencedLock {
   private static final long NO_EXPIRY_PARK_MS = 1_000;
   /** Waits up to this long poll once at their end instead of subscribing. */
   static final long SHORT_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
+  /** Longest first park of an acquisition that queued for a local handoff without trying. */
+  private static final long QUEUED_PARK_MS = 100;
   /** Retry interval while Redis cannot be reached during a wait. */
   private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = Hold.WATCHDOG;
@@ -208,26 +210,34 @@ final class RedisLock implements FencedLock {
           throw e;
         }
         long pttl;
-        try {
-          pttl = attempt.tryOnce();
-          failingSince = 0;
-        } catch (RedisUnavailableException | NotReplicatedException e) {
-          // Ride it out like an outage; an unacknowledged grant is simply "not acquired" once
-          // the wait is over.
-          boolean notReplicated = e instanceof NotReplicatedException;
-          long now = System.nanoTime();
-          failingSince = failingSince == 0 ? now : failingSince;
-          if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
-            if (notReplicated) {
-              outcome = Outcome.TIMED_OUT;
-              return false;
+        if (waiter == null && queuesForHandoff(waitNanos, attempt)) {
+          // Another thread of this client holds it and hands it over next: join the queue
+          // rather than ask Redis what it would answer "held" to.
+          waiter = engine.subscriptions().join(names.channel(), true, attempt.field,
+              attempt.lease());
+          pttl = QUEUED_PARK_MS;
+        } else {
+          try {
+            pttl = attempt.tryOnce();
+            failingSince = 0;
+          } catch (RedisUnavailableException | NotReplicatedException e) {
+            // Ride it out like an outage; an unacknowledged grant is simply "not acquired"
+            // once the wait is over.
+            boolean notReplicated = e instanceof NotReplicatedException;
+            long now = System.nanoTime();
+            failingSince = failingSince == 0 ? now : failingSince;
+            if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
+              if (notReplicated) {
+                outcome = Outcome.TIMED_OUT;
+                return false;
+              }
+              throw e;
             }
-            throw e;
+            if (now - failingSince > millisToNanos(engine.watchdogMillis())) {
+              throw e;
+            }
+            pttl = OUTAGE_RETRY_MS;
           }
-          if (now - failingSince > millisToNanos(engine.watchdogMillis())) {
-            throw e;
-          }
-          pttl = OUTAGE_RETRY_MS;
         }
         if (pttl == ACQUIRED) {
           acquired = true;
@@ -319,6 +329,22 @@ final class RedisLock implements FencedLock {
    */
   private boolean handsOff() {
     return names.kind() == LockKind.EXCLUSIVE && !fenced;
+  }
+
+  /**
+   * Whether a fresh acquisition queues for a local handoff without trying Redis first: the lock
+   * was last handed to a thread of this client, the queue's subscription stands, and the call
+   * may wait longer than a short wait. Its first park is bounded by {@link #QUEUED_PARK_MS}, so
+   * a holder that ends otherwise than by a release of this client costs it at most that.
+   */
+  private boolean queuesForHandoff(long waitNanos, Attempt attempt) {
+    if (!handsOff() || attempt.uncertain
+        || (waitNanos != FOREVER && waitNanos <= SHORT_WAIT_NANOS)) {
+      return false;
+    }
+    WaitEntry entry = engine.subscriptions().peek(names.channel());
+    return entry != null && entry.handedLocally() && entry.subscribed()
+        && engine.holds().get(attempt.id) == null;
   }
 
   /**
@@ -670,8 +696,9 @@ final class RedisLock implements FencedLock {
     long ttl = lease == WATCHDOG ? engine.watchdogMillis() : lease;
     long sentAt = resend ? pending.sentAt() : now;
     WaitEntry budgetOver = null;
+    WaitEntry entry = null;
     if (expected == 1 && pending == null && handsOff() && hold.token() == 0) {
-      WaitEntry entry = engine.subscriptions().peek(names.channel());
+      entry = engine.subscriptions().peek(names.channel());
       if (entry != null) {
         if (!entry.mayHandOff(now)) {
           budgetOver = entry; // this one goes through Redis, where a remote waiter can win
@@ -682,6 +709,7 @@ final class RedisLock implements FencedLock {
             return;
           }
         }
+        entry.handedLocally(false); // the lock may be free soon: new acquirers ask Redis
       }
     }
     long left;
@@ -789,6 +817,7 @@ final class RedisLock implements FencedLock {
       if (status == 1) {
         hold.ended();
         if (replicated.confirmed()) {
+          entry.handedLocally(true);
           outcome = WaitEntry.Waiter.GRANTED;
           grant = new WaitEntry.Grant(grantId, sentAt, value);
         } else {
@@ -804,6 +833,9 @@ final class RedisLock implements FencedLock {
       throw e;
     } finally {
       hold.endCall();
+      if (outcome != WaitEntry.Waiter.GRANTED) {
+        entry.handedLocally(false);
+      }
       waiter.outcome(outcome, grant);
     }
     if (status == -3) {

@@ -56,6 +56,11 @@ final class WaitEntry {
   private long streakStart;
   /** Until when local attempts yield to remote waiters (nanoTime); 0 for not. */
   private volatile long yieldUntil;
+  /**
+   * Whether the lock's last change was a handoff to a thread of this client that may still hold
+   * it: a new local acquirer then queues for the next handoff without asking Redis first.
+   */
+  private volatile boolean handedLocally;
 
   WaitEntry(String channel, HostAndPort node) {
     this.channel = channel;
@@ -150,6 +155,17 @@ final class WaitEntry {
   synchronized void handedOff(long now) {
     if (streak++ == 0) {
       streakStart = now;
+    }
+  }
+
+  /** Whether a thread of this client was handed the lock and may still hold it. */
+  boolean handedLocally() {
+    return handedLocally;
+  }
+
+  void handedLocally(boolean value) {
+    if (handedLocally != value) {
+      handedLocally = value;
     }
   }
 
