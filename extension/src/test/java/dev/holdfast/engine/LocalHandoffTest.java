@@ -299,6 +299,59 @@ class LocalHandoffTest {
   }
 
   @Test
+  void queuedAcquirer_whoseHandedHolderNeverUnlocks_getsTheLockWhenItsLeaseEnds()
+      throws Exception {
+    DistributedLock lock = client.getLock("abandoned");
+    lock.lock();
+    CountDownLatch holding = new CountDownLatch(1);
+    CountDownLatch end = new CountDownLatch(1);
+    Thread holder = new Thread(() -> {
+      lock.lock(700, TimeUnit.MILLISECONDS); // handed over, then never unlocked
+      holding.countDown();
+      try {
+        end.await(); // alive (and not reused) while its hold runs out
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    holder.start();
+    awaitCandidates(client, "abandoned", 1);
+    // A second waiter keeps the queue alive; it saw the first holder's 30 s lease.
+    Thread[] secondThread = new Thread[1];
+    Future<Boolean> second = onThread(() -> {
+      boolean got = lock.tryLock(20, TimeUnit.SECONDS);
+      if (got) {
+        lock.unlock();
+      }
+      return got;
+    }, secondThread);
+    awaitCandidates(client, "abandoned", 2);
+    long begin = System.nanoTime();
+    lock.unlock(); // handed to the oldest waiter, the holder
+    assertTrue(holding.await(10, TimeUnit.SECONDS));
+    assertEquals(1, Clients.engine(client).localHandoffs());
+    // The lock was last handed to a thread of this client: a new acquirer queues without
+    // asking Redis, and must still get the lock once that holder's lease ends (no message).
+    Thread[] lateThread = new Thread[1];
+    Future<String> late = onThread(() -> {
+      lock.lock();
+      try {
+        return redisState.hget("abandoned", fieldOf(client, Thread.currentThread()));
+      } finally {
+        lock.unlock();
+      }
+    }, lateThread);
+    assertEquals("1", late.get(10, TimeUnit.SECONDS));
+    assertTrue(second.get(10, TimeUnit.SECONDS), "the queue moves on");
+    long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - begin);
+    assertTrue(waited < 3_000, "both acquired about when the 700 ms lease ended, not at the "
+        + "30 s one: " + waited + " ms");
+    assertFalse(redisState.exists("abandoned"));
+    end.countDown();
+    holder.join(5_000);
+  }
+
+  @Test
   void fencedWaiter_isNeverHandedTheLock_andGetsAToken() throws Exception {
     FencedLock fenced = client.getFencedLock("fenced");
     DistributedLock plain = client.getLock("fenced");
