@@ -848,7 +848,7 @@ final class RedisLock implements FencedLock {
       engine.handedOff();
       entry.handedOff(sentAt);
     }
-    released(hold, 1, status == 1 ? 0 : status == -2 ? -2 : status, sentAt, ttl);
+    released(hold, 1, status == 1 ? 0 : status, sentAt, ttl);
   }
 
   /**
