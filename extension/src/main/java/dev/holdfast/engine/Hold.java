@@ -57,6 +57,8 @@ final class Hold {
   private int renewalsInFlight;
   /** Released by its final unlock; guarded by this. */
   private boolean retired;
+  /** Redis answered that the holder's call ended the hold; guarded by this. */
+  private boolean ended;
   /** Guarded by this. */
   ScheduledFuture<?> deadlineTask;
   /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
@@ -232,6 +234,16 @@ final class Hold {
     epoch++;
   }
 
+  /**
+   * Redis answered that the call in flight ended the hold (a final release or a handoff): from
+   * now on no renewal starts, and one that finds the field gone is no loss. Called by the
+   * holder between {@link #beginCall} and {@link #endCall}, so that no renewal can slip in
+   * between that answer and the hold leaving the registry.
+   */
+  synchronized void ended() {
+    ended = true;
+  }
+
   // ---- watchdog ----
 
   /**
@@ -241,7 +253,7 @@ final class Hold {
    *     a call in flight (which renews the lease itself) or the hold was released
    */
   synchronized long startRenewal() {
-    if ((epoch & 1) != 0 || retired || !active() || !watchdog) {
+    if ((epoch & 1) != 0 || retired || ended || !active() || !watchdog) {
       return -1;
     }
     renewalsInFlight++;
@@ -249,7 +261,7 @@ final class Hold {
   }
 
   synchronized boolean unchangedSince(long snapshot) {
-    return epoch == snapshot;
+    return epoch == snapshot && !ended;
   }
 
   /** Applies a renewal confirmed until {@code until}, unless the hold changed since. */

@@ -69,6 +69,8 @@ public final class LockEngine implements AutoCloseable {
   private final LockObserver observer;
   /** Threads parked in an acquisition now. */
   private final AtomicInteger waiting = new AtomicInteger();
+  /** Locks handed from one thread of this client to another without a release through Redis. */
+  private final AtomicLong handoffs = new AtomicLong();
   private volatile boolean closed;
 
   private LockEngine(LockClientConfig config) {
@@ -279,6 +281,16 @@ public final class LockEngine implements AutoCloseable {
   /** A thread parks in an acquisition ({@code +1}) or leaves having parked ({@code -1}). */
   void waiting(int delta) {
     waiting.addAndGet(delta);
+  }
+
+  /** A lock was handed to a waiting thread of this client ({@link LockScripts#TRANSFER}). */
+  void handedOff() {
+    handoffs.incrementAndGet();
+  }
+
+  /** How many handoffs between threads of this client ran in Redis (acknowledged or not). */
+  long localHandoffs() {
+    return handoffs.get();
   }
 
   UnlockSubscriptions subscriptions() {

@@ -1136,4 +1136,55 @@ final class LockScripts {
       end
       return 1
       """);
+
+  // ---- local handoff (exclusive lock) ----
+
+  /**
+   * Hand an exclusive lock from its releasing thread to a waiting thread of the same client, in
+   * the release's own round trip: the hold moves from one field to the other, nothing is
+   * published (the waiter is woken locally) and nobody else can slip in between.
+   *
+   * <pre>
+   * KEYS[1] lock key
+   * KEYS[2] marker key of the releaser's request (as a {@link #RELEASE} with expected 1)
+   * KEYS[3] marker key of the request made for the waiter (as an {@link #ACQUIRE} with
+   *         expected 0)
+   * ARGV[1] hash field of the releaser
+   * ARGV[2] hash field of the waiter
+   * ARGV[3] the waiter's lease in ms
+   * ARGV[4] how long the markers live, in ms
+   * returns {1, pttl}    handed over: the waiter holds the lock with count 1, expiring in pttl
+   *         {-1, 0}      the releaser does not hold the lock: nothing changed
+   *         {-2, count}  the releaser's count is not 1: nothing changed
+   *         {-3, 0}      one of the requests was settled or answered otherwise: nothing changed
+   * </pre>
+   *
+   * Both markers are always written: {@code d:0} answers a re-sent release of the releaser's
+   * request ("done, the hold ended"), {@code d:1} a re-sent acquisition of the waiter's request
+   * ("granted"), and a copy of this call arriving after either was settled or answered by
+   * {@link #RESOLVE}, {@link #RELEASE} or {@link #ACQUIRE} changes nothing. A copy finding the
+   * pair this call writes is its own replay and answers as the call did.
+   */
+  static final LockScript TRANSFER = new LockScript("transfer", """
+      local released = redis.call('get', KEYS[2])
+      local granted = redis.call('get', KEYS[3])
+      if released or granted then
+        if released == 'd:0' and granted == 'd:1' then
+          return {1, redis.call('pttl', KEYS[1])}
+        end
+        return {-3, 0}
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return {-1, 0}
+      elseif count ~= 1 then
+        return {-2, count}
+      end
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
+      redis.call('set', KEYS[3], 'd:1', 'px', ARGV[4])
+      redis.call('hdel', KEYS[1], ARGV[1])
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      redis.call('pexpire', KEYS[1], ARGV[3])
+      return {1, tonumber(ARGV[3])}
+      """);
 }

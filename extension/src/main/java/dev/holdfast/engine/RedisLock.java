@@ -38,6 +38,8 @@ final class RedisLock implements FencedLock {
   private static final long NO_EXPIRY_PARK_MS = 1_000;
   /** Waits up to this long poll once at their end instead of subscribing. */
   static final long SHORT_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
+  /** Longest first park of an acquisition that queued for a local handoff without trying. */
+  private static final long QUEUED_PARK_MS = 100;
   /** Retry interval while Redis cannot be reached during a wait. */
   private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = Hold.WATCHDOG;
@@ -203,34 +205,49 @@ final class RedisLock implements FencedLock {
     Object waitEvent = LockEvents.waitBegins();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
     Attempt attempt = new Attempt(Thread.currentThread().getId(), leaseMillis, waitNanos != 0);
-    WaitEntry entry = null;
+    WaitEntry.Waiter waiter = null;
     boolean parked = false;
     boolean acquired = false;
     boolean interrupted = false;
     try {
       long failingSince = 0;
       while (true) {
-        long pttl;
         try {
-          pttl = attempt.tryOnce();
-          failingSince = 0;
-        } catch (RedisUnavailableException | NotReplicatedException e) {
-          // Ride it out like an outage; an unacknowledged grant is simply "not acquired" once
-          // the wait is over.
-          boolean notReplicated = e instanceof NotReplicatedException;
-          long now = System.nanoTime();
-          failingSince = failingSince == 0 ? now : failingSince;
-          if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
-            if (notReplicated) {
-              outcome = Outcome.TIMED_OUT;
-              return false;
+          interrupted |= waitNanos != 0
+              && yieldToRemote(waiter, start, waitNanos, attempt, interruptible);
+        } catch (InterruptedException e) {
+          outcome = Outcome.INTERRUPTED;
+          throw e;
+        }
+        long pttl;
+        if (waiter == null && queuesForHandoff(waitNanos, attempt)) {
+          // Another thread of this client holds it and hands it over next: join the queue
+          // rather than ask Redis what it would answer "held" to.
+          waiter = engine.subscriptions().join(names.channel(), true, attempt.field,
+              attempt.lease());
+          pttl = QUEUED_PARK_MS;
+        } else {
+          try {
+            pttl = attempt.tryOnce();
+            failingSince = 0;
+          } catch (RedisUnavailableException | NotReplicatedException e) {
+            // Ride it out like an outage; an unacknowledged grant is simply "not acquired"
+            // once the wait is over.
+            boolean notReplicated = e instanceof NotReplicatedException;
+            long now = System.nanoTime();
+            failingSince = failingSince == 0 ? now : failingSince;
+            if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
+              if (notReplicated) {
+                outcome = Outcome.TIMED_OUT;
+                return false;
+              }
+              throw e;
             }
-            throw e;
+            if (now - failingSince > millisToNanos(engine.watchdogMillis())) {
+              throw e;
+            }
+            pttl = OUTAGE_RETRY_MS;
           }
-          if (now - failingSince > millisToNanos(engine.watchdogMillis())) {
-            throw e;
-          }
-          pttl = OUTAGE_RETRY_MS;
         }
         if (pttl == ACQUIRED) {
           acquired = true;
@@ -245,30 +262,46 @@ final class RedisLock implements FencedLock {
         }
         // A wait this short would be over about when the subscription is confirmed: retry
         // once at its end instead of paying the subscribe and unsubscribe round trips.
-        if (entry == null && failingSince == 0 && remaining > SHORT_WAIT_NANOS) {
-          entry = engine.subscriptions().join(names.kind().waitChannel(names, attempt.field));
+        if (waiter == null && failingSince == 0 && remaining > SHORT_WAIT_NANOS) {
+          waiter = engine.subscriptions().join(names.kind().waitChannel(names, attempt.field),
+              handsOff(), attempt.field, attempt.lease());
           continue;
         }
         long park = Math.min(ceilMillis(remaining), pttl >= 0 ? Math.max(1, pttl)
             : NO_EXPIRY_PARK_MS);
         park = Math.min(park, names.kind().maxParkMillis(engine));
-        if (entry == null || !entry.subscribed()) {
+        if (waiter == null || !waiter.subscribed()) {
           park = Math.min(park, failingSince != 0 ? OUTAGE_RETRY_MS : UNSUBSCRIBED_PARK_MS);
         }
         if (!parked) {
           parked = true;
           engine.waiting(1);
         }
+        InterruptedException interruption = null;
         try {
-          if (entry != null) {
-            entry.await(park);
+          if (waiter != null) {
+            if (!attempt.uncertain && engine.holds().get(attempt.id) == null) {
+              waiter.offer(); // a releasing thread of this client may hand it over now
+            }
+            waiter.await(park);
           } else {
             Thread.sleep(park);
           }
         } catch (InterruptedException e) {
+          interruption = e;
+        }
+        // Collect a handoff before anything else: a granted lock is taken even by a thread
+        // that was interrupted or timed out meanwhile, an uncertain one is settled as ours.
+        if (waiter != null && attempt.handedOver(waiter)) {
+          acquired = true;
+          outcome = Outcome.ACQUIRED;
+          interrupted |= interruption != null;
+          return true;
+        }
+        if (interruption != null) {
           if (interruptible) {
             outcome = Outcome.INTERRUPTED;
-            throw e;
+            throw interruption;
           }
           interrupted = true;
         }
@@ -279,8 +312,8 @@ final class RedisLock implements FencedLock {
         engine.waiting(-1);
       }
       try {
-        if (entry != null) {
-          engine.subscriptions().leave(entry, acquired);
+        if (waiter != null) {
+          engine.subscriptions().leave(waiter, acquired);
         }
         if (!acquired) {
           try {
@@ -302,13 +335,77 @@ final class RedisLock implements FencedLock {
   }
 
   /**
+   * Whether a releasing thread of this client may hand this lock directly to a waiter of this
+   * handle: exclusive locks only (other kinds have their own queues or shared holds), and never
+   * a fenced acquisition, whose grant must assign a token.
+   */
+  private boolean handsOff() {
+    return names.kind() == LockKind.EXCLUSIVE && !fenced;
+  }
+
+  /**
+   * Whether a fresh acquisition queues for a local handoff without trying Redis first: the lock
+   * was last handed to a thread of this client, the queue's subscription stands, and the call
+   * may wait longer than a short wait. Its first park is bounded by {@link #QUEUED_PARK_MS}, so
+   * a holder that ends otherwise than by a release of this client costs it at most that.
+   */
+  private boolean queuesForHandoff(long waitNanos, Attempt attempt) {
+    if (!handsOff() || attempt.uncertain
+        || (waitNanos != FOREVER && waitNanos <= SHORT_WAIT_NANOS)) {
+      return false;
+    }
+    WaitEntry entry = engine.subscriptions().peek(names.channel());
+    return entry != null && entry.handedLocally() && entry.subscribed()
+        && engine.holds().get(attempt.id) == null;
+  }
+
+  /**
+   * Right after the local-handoff budget sent this lock's release through Redis, a fresh or
+   * woken attempt of this client pauses briefly so that a remote waiter can win (see
+   * {@link WaitEntry#YIELD_NANOS}). A re-entry never pauses.
+   *
+   * @return whether an uninterruptible call was interrupted meanwhile (the flag is restored on
+   *     return from the acquisition)
+   */
+  private boolean yieldToRemote(WaitEntry.Waiter waiter, long start, long waitNanos,
+      Attempt attempt, boolean interruptible) throws InterruptedException {
+    if (names.kind() != LockKind.EXCLUSIVE) {
+      return false;
+    }
+    WaitEntry entry = waiter != null ? waiter.entry : engine.subscriptions().peek(names.channel());
+    if (entry == null) {
+      return false;
+    }
+    long now = System.nanoTime();
+    long pause = entry.yieldNanos(now);
+    if (pause <= 0 || engine.holds().get(attempt.id) != null) {
+      return false;
+    }
+    if (waitNanos != FOREVER) {
+      pause = Math.min(pause, waitNanos - (now - start));
+    }
+    if (pause <= 0) {
+      return false;
+    }
+    try {
+      TimeUnit.NANOSECONDS.sleep(pause);
+      return false;
+    } catch (InterruptedException e) {
+      if (interruptible) {
+        throw e;
+      }
+      return true;
+    }
+  }
+
+  /**
    * One acquisition call of one thread: the request it has in flight, if any, and how to settle
    * it if the call ends without an answer.
    */
   private final class Attempt {
     private final long threadId;
     private final long leaseMillis;
-    private final Hold.Id id;
+    final Hold.Id id;
     final String field;
     /** Whether the call waits when refused (else it is a single try). */
     final boolean waits;
@@ -316,7 +413,7 @@ final class RedisLock implements FencedLock {
     private String requestId;
     private int requestExpected;
     /** Whether {@link #requestId} was sent and never answered. */
-    private boolean uncertain;
+    boolean uncertain;
 
     Attempt(long threadId, long leaseMillis, boolean waits) {
       this.waits = waits;
@@ -324,6 +421,38 @@ final class RedisLock implements FencedLock {
       this.leaseMillis = leaseMillis;
       this.id = new Hold.Id(names.holdKey(), threadId);
       this.field = names.kind().field(engine.fieldOf(threadId));
+    }
+
+    /** The lease in ms this acquisition sets. */
+    long lease() {
+      return leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
+    }
+
+    /**
+     * The thread woke from a park as a handoff candidate: collects what a releasing thread of
+     * this client did meanwhile. Granted: the hold is opened exactly as for a grant of this
+     * thread's own request sent when the handoff was. Uncertain: the request made for this
+     * thread becomes its own unanswered request, so the next attempt re-sends it sealed (its
+     * marker answers "granted" if the handoff ran) and giving up settles it (undone if it ran).
+     *
+     * @return whether the lock is now held
+     */
+    boolean handedOver(WaitEntry.Waiter waiter) {
+      int outcome = waiter.withdraw();
+      if (outcome != WaitEntry.Waiter.GRANTED && outcome != WaitEntry.Waiter.UNCERTAIN) {
+        return false;
+      }
+      WaitEntry.Grant g = waiter.grant();
+      // Ours from now on: settled (undone) like any unanswered request unless opened below.
+      requestId = g.requestId();
+      requestExpected = 0;
+      uncertain = true;
+      if (outcome == WaitEntry.Waiter.GRANTED) {
+        opened(null, 0, lease(), g.sentAt(), g.pttl(), 0);
+        uncertain = false;
+        return true;
+      }
+      return false;
     }
 
     /**
@@ -582,6 +711,23 @@ final class RedisLock implements FencedLock {
         : hold.leaseAfterNewest(now, engine.watchdogMillis());
     long ttl = lease == WATCHDOG ? engine.watchdogMillis() : lease;
     long sentAt = resend ? pending.sentAt() : now;
+    WaitEntry budgetOver = null;
+    WaitEntry entry = null;
+    if (expected == 1 && pending == null && handsOff() && hold.token() == 0) {
+      entry = engine.subscriptions().peek(names.channel());
+      if (entry != null) {
+        if (!entry.mayHandOff(now)) {
+          budgetOver = entry; // this one goes through Redis, where a remote waiter can win
+        } else {
+          WaitEntry.Waiter waiter = entry.claimCandidate();
+          if (waiter != null) {
+            handOff(hold, waiter, entry);
+            return;
+          }
+        }
+        entry.handedLocally(false); // the lock may be free soon: new acquirers ask Redis
+      }
+    }
     long left;
     hold.beginCall();
     try {
@@ -592,6 +738,9 @@ final class RedisLock implements FencedLock {
               names.channel(), sealed ? "1" : "0"),
           resend);
       left = number(replicated.reply());
+      if (left == 0 && expected == 1) {
+        hold.ended();
+      }
       if (!replicated.confirmed()) {
         unconfirmed("unlock()", replicated);
       }
@@ -602,6 +751,18 @@ final class RedisLock implements FencedLock {
       hold.endCall();
     }
     hold.pendingRelease(null);
+    if (left == 0 && expected == 1 && budgetOver != null) {
+      budgetOver.yieldToRemote();
+    }
+    released(hold, expected, left, sentAt, ttl);
+  }
+
+  /**
+   * Applies the answer of a release (or handoff) of {@code hold} that was sent with
+   * {@code expected}: the count left, 0 if the hold ended, -1 if it was not held, -2 if Redis
+   * had another count.
+   */
+  private void released(Hold hold, int expected, long left, long sentAt, long ttl) {
     if (left == 0 && expected == 1) {
       engine.forget(hold);
       if (!hold.active()) {
@@ -638,6 +799,72 @@ final class RedisLock implements FencedLock {
           engine.giveUpAfter(engine.watchdogMillis())));
     }
     throw closeLost(hold);
+  }
+
+  /**
+   * The final unlock of {@code hold}, handing the lock to {@code waiter} (claimed, a thread of
+   * this client parked for this lock) in one {@link LockScripts#TRANSFER} call. The releaser's
+   * side is exactly a final release's: answered, it ends or reports the hold; unanswered, it is
+   * left pending under the transfer's release request, whose marker answers the re-send. The
+   * waiter learns the outcome before this returns: granted (confirmed by the replicas when they
+   * are required), declined (nothing changed), or uncertain, which it settles as its own
+   * unanswered acquisition under the request made for it.
+   */
+  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry) {
+    String releaseId = engine.nextRequestId();
+    String grantId = engine.nextRequestId();
+    long ttl = engine.watchdogMillis(); // as a final release records it when unanswered
+    int outcome = WaitEntry.Waiter.UNCERTAIN;
+    WaitEntry.Grant grant = new WaitEntry.Grant(grantId, 0, 0);
+    long sentAt = System.nanoTime();
+    long status;
+    long value;
+    hold.beginCall();
+    try {
+      RedisTopology.Replicated replicated = engine.topology().evalReplicated(
+          LockScripts.TRANSFER, List.of(names.key(), names.markerPrefix() + releaseId,
+              names.markerPrefix() + grantId),
+          sealed -> List.of(hold.field, waiter.field, Long.toString(waiter.leaseMillis),
+              Long.toString(engine.markerMillis(true))),
+          false);
+      List<?> reply = (List<?>) replicated.reply();
+      status = number(reply.get(0));
+      value = number(reply.get(1));
+      if (status == 1) {
+        hold.ended();
+        if (replicated.confirmed()) {
+          entry.handedLocally(true);
+          outcome = WaitEntry.Waiter.GRANTED;
+          grant = new WaitEntry.Grant(grantId, sentAt, value);
+        } else {
+          // The waiter's sealed re-send waits for the replicas again, and rolls back if it
+          // is still unconfirmed; for the releaser the hold is over either way.
+          unconfirmed("unlock() handing the lock to another thread", replicated);
+        }
+      } else if (status == -1 || status == -2) {
+        outcome = WaitEntry.Waiter.DECLINED;
+      }
+    } catch (RedisUnavailableException e) {
+      hold.pendingRelease(new Hold.Pending(releaseId, 1, ttl, sentAt));
+      throw e;
+    } finally {
+      hold.endCall();
+      if (outcome != WaitEntry.Waiter.GRANTED) {
+        entry.handedLocally(false);
+      }
+      waiter.outcome(outcome, grant);
+    }
+    if (status == -3) {
+      // Unreachable with fresh request ids; if it happens, the next unlock settles it.
+      hold.pendingRelease(new Hold.Pending(releaseId, 1, ttl, sentAt));
+      throw new LockException("Lock '" + names.name() + "': the handoff to another thread "
+          + "found its requests settled already; unlock() again to settle it");
+    }
+    if (status == 1) {
+      engine.handedOff();
+      entry.handedOff(sentAt);
+    }
+    released(hold, 1, status == 1 ? 0 : status, sentAt, ttl);
   }
 
   /**

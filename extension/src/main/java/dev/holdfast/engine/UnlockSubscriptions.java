@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import redis.clients.jedis.HostAndPort;
 
 /**
@@ -36,7 +37,8 @@ final class UnlockSubscriptions implements AutoCloseable {
 
   private final RedisTopology topology;
   private final String clientName;
-  private final Map<String, WaitEntry> entries = new HashMap<>();
+  /** Written under this object's monitor; read lock-free by {@link #peek}. */
+  private final Map<String, WaitEntry> entries = new ConcurrentHashMap<>();
   private final Map<HostAndPort, SubscriberConnection> connections = new HashMap<>();
   private boolean closed;
 
@@ -45,11 +47,26 @@ final class UnlockSubscriptions implements AutoCloseable {
     this.clientName = clientName;
   }
 
-  /** Registers the calling thread as a waiter on {@code channel}; pair with {@link #leave}. */
-  WaitEntry join(String channel) {
+  /**
+   * Registers the calling thread as a waiter on {@code channel}, not a handoff candidate; pair
+   * with {@link #leave}.
+   */
+  WaitEntry.Waiter join(String channel) {
+    return join(channel, false, null, 0);
+  }
+
+  /**
+   * Registers the calling thread as a waiter on {@code channel}; pair with {@link #leave}.
+   *
+   * @param candidate whether a releasing thread may hand it the lock (see {@link WaitEntry})
+   * @param field the waiter's hash field
+   * @param leaseMillis the lease its acquisition sets, in ms
+   */
+  WaitEntry.Waiter join(String channel, boolean candidate, String field, long leaseMillis) {
     HostAndPort node = topology.subscriberNode(channel);
     SubscriberConnection connection;
     WaitEntry entry;
+    WaitEntry.Waiter waiter;
     synchronized (this) {
       if (closed) {
         throw new IllegalStateException("The lock client is closed");
@@ -60,19 +77,28 @@ final class UnlockSubscriptions implements AutoCloseable {
         entries.put(channel, entry);
       }
       entry.references++;
+      waiter = new WaitEntry.Waiter(entry, candidate, field, leaseMillis);
+      entry.add(waiter);
       connection = connectionFor(entry.node);
     }
     connection.sync();
-    return entry;
+    return waiter;
+  }
+
+  /** The entry of {@code channel} if it has waiters now; lock-free. */
+  WaitEntry peek(String channel) {
+    return entries.get(channel);
   }
 
   /**
    * Unregisters a waiter. The last one out unsubscribes. A waiter leaving without the lock
    * passes its wake-up on, in case it consumed the one meant for the next waiter.
    */
-  void leave(WaitEntry entry, boolean acquired) {
+  void leave(WaitEntry.Waiter waiter, boolean acquired) {
+    WaitEntry entry = waiter.entry;
     SubscriberConnection connection = null;
     synchronized (this) {
+      entry.remove(waiter);
       entry.references--;
       if (entry.references == 0) {
         entries.remove(entry.channel, entry);

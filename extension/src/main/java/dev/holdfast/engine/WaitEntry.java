@@ -1,23 +1,66 @@
 package dev.holdfast.engine;
 
-import java.util.concurrent.Semaphore;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import redis.clients.jedis.HostAndPort;
 
 /**
  * The local waiters of one lock channel: shared by every thread of the client that waits for that
- * lock, reference counted by {@link UnlockSubscriptions}. An unlock message releases one permit,
- * so one waiter retries; a (re)subscription releases one per parked waiter, so all re-poll.
+ * lock, reference counted by {@link UnlockSubscriptions}. Each waiting thread registers its own
+ * {@link Waiter}, kept in order from join to leave. An unlock message signals one waiter (the
+ * longest registered one without a signal pending), so one waiter retries; a (re)subscription
+ * signals every registered waiter, so all re-poll.
+ *
+ * <p>An exclusive lock's releasing thread may hand the lock directly to a registered waiter (see
+ * {@link Waiter#claim()} and {@link RedisLock}); the per-lock budget that bounds such local
+ * handoffs lives here too ({@link #mayHandOff}).
+ *
+ * <p>Thread-safe: waiters are kept in a concurrent queue, signals and handoff states are atomic.
  */
 final class WaitEntry {
+  /**
+   * The most consecutive local handoffs of one lock before its next final release goes through
+   * Redis (delete and publish), so that a waiter of another process can win it. 32 handoffs cost
+   * about 32 Redis round trips, a few milliseconds: long enough that the one extra publish and
+   * the {@link #YIELD_NANOS} pause cost little of the local throughput.
+   */
+  static final int MAX_HANDOFFS = 32;
+  /**
+   * The longest a streak of local handoffs of one lock lasts before its next final release goes
+   * through Redis, in ms: a remote waiter (another process, or Redisson) waits at most about
+   * this long plus the holders' critical sections for its chance, even when each hold is long.
+   */
+  static final long MAX_STREAK_MILLIS = 20;
+  /**
+   * After a release the budget sent through Redis, this client's own attempts on that lock wait
+   * this long before trying Redis, so that a remote waiter woken by the unlock message (a publish,
+   * a wake-up and one round trip away) can actually win it rather than a local thread that is
+   * already running.
+   */
+  static final long YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(3);
+
   final String channel;
-  private final Semaphore wakeups = new Semaphore(0);
+  private final ConcurrentLinkedQueue<Waiter> waiters = new ConcurrentLinkedQueue<>();
   /** Guarded by the owning {@link UnlockSubscriptions}. */
   int references;
   /** Guarded by the owning {@link UnlockSubscriptions}. */
   HostAndPort node;
   private volatile boolean subscribed;
   private volatile boolean closed;
+  /** Local handoffs since the last release through Redis; guarded by this. */
+  private int streak;
+  /** When the current streak began (nanoTime); guarded by this. */
+  private long streakStart;
+  /** Until when local attempts yield to remote waiters (nanoTime); 0 for not. */
+  private volatile long yieldUntil;
+  /**
+   * Whether the lock's last change was a handoff to a thread of this client that may still hold
+   * it: a new local acquirer then queues for the next handoff without asking Redis first.
+   */
+  private volatile boolean handedLocally;
 
   WaitEntry(String channel, HostAndPort node) {
     this.channel = channel;
@@ -33,31 +76,240 @@ final class WaitEntry {
     this.subscribed = value;
   }
 
-  /**
-   * Parks until woken or {@code millis} pass.
-   *
-   * @return whether a wake-up arrived
-   */
-  boolean await(long millis) throws InterruptedException {
-    return closed || wakeups.tryAcquire(millis, TimeUnit.MILLISECONDS);
+  /** Registers a waiter; called by {@link UnlockSubscriptions#join} under its monitor. */
+  void add(Waiter waiter) {
+    waiters.add(waiter);
+    if (closed) {
+      waiter.signal();
+    }
   }
 
+  /** Unregisters a waiter; called by {@link UnlockSubscriptions#leave} under its monitor. */
+  void remove(Waiter waiter) {
+    waiters.remove(waiter);
+  }
+
+  /** Signals the longest registered waiter that has no signal pending, if any. */
   void wakeOne() {
-    wakeups.release();
+    for (Waiter w : waiters) {
+      if (w.signal()) {
+        return;
+      }
+    }
   }
 
-  /**
-   * Wakes every registered waiter, parked or about to park: one permit per reference, not per
-   * parked thread, so a waiter between its Redis try and its park cannot miss it. Called with
-   * the owning {@link UnlockSubscriptions}' monitor held. Spare permits cost a spurious retry.
-   */
+  /** Signals every registered waiter, parked or about to park: none can miss it. */
   void wakeAll() {
-    wakeups.release(Math.max(1, Math.max(references, wakeups.getQueueLength())));
+    for (Waiter w : waiters) {
+      w.signal();
+    }
   }
 
-  /** The client is closing: every waiter returns from {@link #await} now and from now on. */
+  /** The client is closing: every waiter returns from {@link Waiter#await} now and from now on. */
   void close() {
     closed = true;
     wakeAll();
+  }
+
+  /**
+   * Claims the longest registered waiter that is parked as a handoff candidate.
+   *
+   * @return the claimed waiter (now {@link Waiter#CLAIMED}), or null if none is
+   */
+  Waiter claimCandidate() {
+    for (Waiter w : waiters) {
+      if (w.claim()) {
+        return w;
+      }
+    }
+    return null;
+  }
+
+  /** Waiters parked as handoff candidates now, for tests. */
+  int candidates() {
+    int n = 0;
+    for (Waiter w : waiters) {
+      n += w.state.get() == Waiter.WAITING ? 1 : 0;
+    }
+    return n;
+  }
+
+  /**
+   * Whether the budget allows one more local handoff now ({@link #MAX_HANDOFFS},
+   * {@link #MAX_STREAK_MILLIS}). When it does not, the streak is over: the caller releases
+   * through Redis and then calls {@link #yieldToRemote}.
+   */
+  synchronized boolean mayHandOff(long now) {
+    if (streak == 0) {
+      return true;
+    }
+    if (streak >= MAX_HANDOFFS
+        || now - streakStart >= TimeUnit.MILLISECONDS.toNanos(MAX_STREAK_MILLIS)) {
+      streak = 0;
+      return false;
+    }
+    return true;
+  }
+
+  /** A local handoff happened at {@code now}. */
+  synchronized void handedOff(long now) {
+    if (streak++ == 0) {
+      streakStart = now;
+    }
+  }
+
+  /** Whether a thread of this client was handed the lock and may still hold it. */
+  boolean handedLocally() {
+    return handedLocally;
+  }
+
+  void handedLocally(boolean value) {
+    if (handedLocally != value) {
+      handedLocally = value;
+    }
+  }
+
+  /** The budget just sent a release through Redis: local attempts wait a moment. */
+  void yieldToRemote() {
+    yieldUntil = System.nanoTime() + YIELD_NANOS;
+  }
+
+  /** How long local attempts should still wait before trying Redis, in ns; 0 for not at all. */
+  long yieldNanos(long now) {
+    long until = yieldUntil;
+    return until == 0 || now - until >= 0 ? 0 : until - now;
+  }
+
+  /**
+   * One waiting thread: its signal, and — if it waits for an exclusive lock without a fencing
+   * token — what a releasing thread needs to hand it the lock.
+   *
+   * <p><b>Handoff states.</b> {@link #IDLE} while the waiter runs its own attempt (never a
+   * candidate then, so a handoff never races its own Redis call); {@link #WAITING} while parked
+   * as a candidate; a releasing thread moves it to {@link #CLAIMED} and, within its own Redis
+   * call, to {@link #GRANTED}, {@link #UNCERTAIN} or {@link #DECLINED}; the waiter moves
+   * {@code WAITING} back to {@code IDLE} when it wakes and reads (then resets) an outcome.
+   */
+  static final class Waiter {
+    static final int IDLE = 0;
+    static final int WAITING = 1;
+    static final int CLAIMED = 2;
+    static final int GRANTED = 3;
+    static final int UNCERTAIN = 4;
+    static final int DECLINED = 5;
+
+    final WaitEntry entry;
+    private final Thread thread;
+    /** Whether this waiter may be handed the lock (exclusive kind, no fencing token). */
+    final boolean candidate;
+    /** The waiter's hash field. */
+    final String field;
+    /** The lease in ms the waiter's acquisition sets (the watchdog's, or its fixed one). */
+    final long leaseMillis;
+    private final AtomicBoolean signalled = new AtomicBoolean();
+    private final AtomicInteger state = new AtomicInteger(IDLE);
+    /** The outcome of a handoff; written before {@link #state} leaves {@code CLAIMED}. */
+    private volatile Grant grant;
+
+    Waiter(WaitEntry entry, boolean candidate, String field, long leaseMillis) {
+      this.entry = entry;
+      this.thread = Thread.currentThread();
+      this.candidate = candidate;
+      this.field = field;
+      this.leaseMillis = leaseMillis;
+    }
+
+    /** Whether an unlock message would reach this waiter now. */
+    boolean subscribed() {
+      return entry.subscribed();
+    }
+
+    /** Sets the signal; false if one was pending already. */
+    boolean signal() {
+      if (signalled.compareAndSet(false, true)) {
+        LockSupport.unpark(thread);
+        return true;
+      }
+      return false;
+    }
+
+    /**
+     * Parks until signalled (consuming the signal), the client closes, or {@code millis} pass.
+     * Called by the waiting thread only.
+     *
+     * @return whether a signal arrived
+     */
+    boolean await(long millis) throws InterruptedException {
+      long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+      while (true) {
+        if (signalled.compareAndSet(true, false) || entry.closed || state.get() >= GRANTED) {
+          return true;
+        }
+        if (Thread.interrupted()) {
+          throw new InterruptedException();
+        }
+        long left = end - System.nanoTime();
+        if (left <= 0) {
+          return false;
+        }
+        LockSupport.parkNanos(this, left);
+      }
+    }
+
+    /** The waiter parks as a handoff candidate (it holds nothing and has nothing in flight). */
+    void offer() {
+      if (candidate) {
+        state.set(WAITING);
+      }
+    }
+
+    /**
+     * The waiter is awake: it stops being a candidate. Returns {@link #IDLE} if no handoff
+     * was claimed; else waits for the claiming thread's outcome (its Redis call is bounded) and
+     * returns it ({@link #GRANTED}, {@link #UNCERTAIN} or {@link #DECLINED}), with
+     * {@link #grant()} set for the first two. Uninterruptible: an outcome must be collected.
+     */
+    int withdraw() {
+      if (state.get() == IDLE || state.compareAndSet(WAITING, IDLE)) {
+        return IDLE;
+      }
+      int s;
+      boolean interrupted = false;
+      while ((s = state.get()) == CLAIMED) {
+        interrupted |= Thread.interrupted(); // else parking would return at once, spinning
+        LockSupport.parkNanos(this, TimeUnit.MILLISECONDS.toNanos(10));
+      }
+      state.set(IDLE);
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+      return s;
+    }
+
+    /** A releasing thread claims this waiter for a handoff. */
+    boolean claim() {
+      return state.compareAndSet(WAITING, CLAIMED);
+    }
+
+    /** The claiming thread reports the handoff's outcome and wakes the waiter. */
+    void outcome(int outcome, Grant g) {
+      grant = g;
+      state.set(outcome);
+      LockSupport.unpark(thread);
+    }
+
+    Grant grant() {
+      return grant;
+    }
+  }
+
+  /**
+   * What a handoff gave the waiter.
+   *
+   * @param requestId the request made for the waiter (its marker answers a re-send)
+   * @param sentAt when the handoff was sent (nanoTime): the waiter's lease counts from then
+   * @param pttl the lock's TTL the handoff reported; 0 if unknown
+   */
+  record Grant(String requestId, long sentAt, long pttl) {
   }
 }
