@@ -751,7 +751,11 @@ final class RedisLock implements FencedLock {
       hold.endCall();
     }
     hold.pendingRelease(null);
-    if (left == 0 && expected == 1 && budgetOver != null) {
+    // Pause this client's own attempts only if someone else is there to take the lock: with no
+    // other subscriber the pause would leave the lock idle (unsubscribed remote waiters of 5 ms
+    // or less still get their chance at each of these releases).
+    if (left == 0 && expected == 1 && budgetOver != null && engine.topology().othersSubscribed(
+        names.key(), names.channel(), budgetOver.subscribed() ? 1 : 0)) {
       budgetOver.yieldToRemote();
     }
     released(hold, expected, left, sentAt, ttl);

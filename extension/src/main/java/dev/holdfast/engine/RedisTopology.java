@@ -288,6 +288,26 @@ abstract class RedisTopology implements AutoCloseable {
     return false;
   }
 
+  /**
+   * Whether {@code channel} (in the slot of {@code key}) has subscribers besides {@code own} of
+   * this client's: waiters in other processes, Holdfast's or Redisson's. True when that cannot be
+   * known: a Redis 6.2 cluster broadcasts unlock messages, so subscribers may be on any node, and
+   * an error answers true too (the caller then errs towards letting others in).
+   */
+  boolean othersSubscribed(String key, String channel, int own) {
+    if (this instanceof Cluster && !sharded()) {
+      return true;
+    }
+    try (Connection c = connection(key)) {
+      Object reply = c.executeCommand(new CommandArguments(Protocol.Command.PUBSUB)
+          .add(sharded() ? "SHARDNUMSUB" : "NUMSUB").add(channel));
+      List<?> counts = (List<?>) reply;
+      return counts.size() < 2 || ((Number) counts.get(1)).longValue() > own;
+    } catch (RuntimeException e) {
+      return true;
+    }
+  }
+
   final String publishCommand() {
     return sharded() ? "spublish" : "publish";
   }

@@ -68,4 +68,36 @@ class StandaloneRoundTripsTest {
     assertTrue(tries >= 1 && tries <= 2, "acquire calls: " + tries);
     held.unlock();
   }
+
+  /**
+   * The local-handoff budget pauses this client's own attempts after a release through Redis only
+   * when another process is subscribed to the lock's channel: with nobody else the pause would
+   * leave a hot key idle.
+   */
+  @Test
+  void othersSubscribed_countsOnlyOtherProcessesWaiters() throws Exception {
+    redis.flushAll();
+    Map<String, String> config = Map.of("holdfast.redis.address", redis.server().uri());
+    LockClient local = clients.create(config);
+    LockClient remote = clients.create(config);
+    RedisTopology topology = Clients.engine(local).topology();
+    DistributedLock lock = local.getLock("others");
+    String channel = "redisson_lock__channel:{others}";
+    assertFalse(topology.othersSubscribed("others", channel, 0), "nobody waits");
+    lock.lock();
+    CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
+      try {
+        return remote.getLock("others").tryLock(20, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    dev.holdfast.testing.Await.until(java.time.Duration.ofSeconds(10),
+        () -> topology.othersSubscribed("others", channel, 0), "the remote waiter subscribed");
+    assertTrue(topology.othersSubscribed("others", channel, 0));
+    assertFalse(topology.othersSubscribed("others", channel, 1),
+        "one subscriber, counted as our own, is nobody else");
+    lock.unlock();
+    assertTrue(waiter.get(10, TimeUnit.SECONDS));
+  }
 }
