@@ -12,7 +12,9 @@ import java.util.Arrays;
  *   <li>{@code jmh [JMH options]}: the JMH micro-benchmarks of this jar ({@link HandleBenchmark}),
  *       e.g. {@code jmh -f 1 -wi 3 -i 5}; {@code jmh -h} lists JMH's options;</li>
  *   <li>{@code sync-replicas-cost [ops rounds]}: {@link SyncReplicasBenchmark};</li>
- *   <li>{@code observation [ops rounds modes...]}: {@link ObservationBenchmark}.</li>
+ *   <li>{@code observation [ops rounds modes...]}: {@link ObservationBenchmark};</li>
+ *   <li>{@code script-cost [pairs]}: {@link ScriptCost}, the Redis-side cost of one
+ *       uncontended lock+unlock per implementation.</li>
  * </ul>
  */
 public final class Main {
@@ -23,7 +25,7 @@ public final class Main {
   public static void main(String[] args) throws Exception {
     if (args.length == 0) {
       System.err.println("usage: java -jar benchmarks.jar side-by-side|jmh|sync-replicas-cost"
-          + "|observation [arguments]; see dev.holdfast.benchmarks.Main");
+          + "|observation|script-cost [arguments]; see dev.holdfast.benchmarks.Main");
       System.exit(2);
     }
     String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -32,9 +34,10 @@ public final class Main {
       case "jmh" -> org.openjdk.jmh.Main.main(rest);
       case "sync-replicas-cost" -> SyncReplicasBenchmark.main(rest);
       case "observation" -> ObservationBenchmark.main(rest);
+      case "script-cost" -> ScriptCost.main(rest);
       default -> {
         System.err.println("unknown command " + args[0]
-            + ": side-by-side, jmh, sync-replicas-cost or observation");
+            + ": side-by-side, jmh, sync-replicas-cost, observation or script-cost");
         System.exit(2);
       }
     }

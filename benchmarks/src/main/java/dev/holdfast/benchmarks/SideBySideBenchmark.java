@@ -80,12 +80,7 @@ public final class SideBySideBenchmark {
 
   /** Runs as {@link #main} would; answers the exit status. */
   static int run(String[] args) throws Exception {
-    // A redis-server process of this machine, never a container (whose network path would be
-    // measured too), unless the caller chose a backend explicitly.
-    if (System.getProperty(RedisBackend.PROPERTY) == null
-        && System.getenv(RedisBackend.ENV) == null) {
-      System.setProperty(RedisBackend.PROPERTY, "local");
-    }
+    preferLocalRedis();
     int rounds = 5;
     double seconds = 5;
     double warmup = 1;
@@ -333,5 +328,16 @@ public final class SideBySideBenchmark {
 
   private static String number(double value) {
     return value == Math.rint(value) ? Long.toString((long) value) : Double.toString(value);
+  }
+
+  /**
+   * Measures a local {@code redis-server} even where Docker is available (a container's network
+   * would be measured too), unless the caller chose a backend explicitly.
+   */
+  static void preferLocalRedis() {
+    if (System.getProperty(RedisBackend.PROPERTY) == null
+        && System.getenv(RedisBackend.ENV) == null) {
+      System.setProperty(RedisBackend.PROPERTY, "local");
+    }
   }
 }
