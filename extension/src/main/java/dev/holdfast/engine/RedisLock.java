@@ -1014,26 +1014,21 @@ final class RedisLock implements FencedLock {
 
   /** The standard keys of a call followed by the kind's extra keys. */
   private List<String> keys(String... standard) {
-    List<String> extra = names.kind().extraKeys(names);
-    if (extra.isEmpty()) {
-      return List.of(standard);
-    }
-    List<String> all = new java.util.ArrayList<>(standard.length + extra.size());
-    all.addAll(List.of(standard));
-    all.addAll(extra);
-    return all;
+    return withExtras(standard, names.kind().extraKeys(names));
   }
 
   /** An acquisition's standard arguments followed by the kind's extra ones. */
   private List<String> acquireArgs(String field, boolean waits, String... standard) {
-    List<String> all = new java.util.ArrayList<>(List.of(standard));
-    all.addAll(names.kind().acquireExtraArgs(engine, names, field, waits));
-    return all;
+    return withExtras(standard, names.kind().acquireExtraArgs(engine, names, field, waits));
   }
 
   /** The standard arguments of a call by {@code field} followed by the kind's extra ones. */
   private List<String> args(String field, String... standard) {
-    List<String> extra = names.kind().extraArgs(engine, names, field);
+    return withExtras(standard, names.kind().extraArgs(engine, names, field));
+  }
+
+  /** No copy for the exclusive lock, whose kind adds nothing: this is every call's path. */
+  private static List<String> withExtras(String[] standard, List<String> extra) {
     if (extra.isEmpty()) {
       return List.of(standard);
     }

@@ -295,9 +295,6 @@ abstract class RedisTopology implements AutoCloseable {
    * an error answers true too (the caller then errs towards letting others in).
    */
   boolean othersSubscribed(String key, String channel, int own) {
-    if (this instanceof Cluster && !sharded()) {
-      return true;
-    }
     try (Connection c = connection(key)) {
       Object reply = c.executeCommand(new CommandArguments(Protocol.Command.PUBSUB)
           .add(sharded() ? "SHARDNUMSUB" : "NUMSUB").add(channel));
@@ -813,6 +810,12 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     LockScript renewal() {
       return sharded ? LockScripts.RENEW_ACROSS_SLOTS : LockScripts.RENEW;
+    }
+
+    @Override
+    boolean othersSubscribed(String key, String channel, int own) {
+      // Redis 6.2 broadcasts unlock messages: their subscribers may be on any node.
+      return !sharded || super.othersSubscribed(key, channel, own);
     }
 
     @Override
