@@ -6,8 +6,10 @@ import java.util.List;
 /**
  * The fair lock: Redisson's {@code RFairLock} layout. The lock itself is the exclusive lock's hash
  * (same key, same fields); beside it, in the same slot, a list
- * {@code redisson_lock_queue:<slotted>} of waiting fields in arrival order and a sorted set
- * {@code redisson_lock_timeout:<slotted>} scoring each waiter. Each waiter listens on its own
+ * {@code redisson_lock_queue:<base>} of waiting fields in arrival order and a sorted set
+ * {@code redisson_lock_timeout:<base>} scoring each waiter, where the base is the slotted key
+ * except for a braced key ({@link LockNames}: lock {@code {a}} must not share lock {@code a}'s
+ * queue). Each waiter listens on its own
  * channel, {@code <lock channel>:<field>}, and an unlock publishes {@code 0} to the head waiter's
  * channel only, so exactly the next one wakes.
  *
@@ -24,9 +26,9 @@ final class FairKind extends LockKind {
 
   static final FairKind INSTANCE = new FairKind();
 
-  /** The prefix of the queue list's name (Redisson's), followed by the slotted key. */
+  /** The prefix of the queue list's name (Redisson's), followed by the derived base. */
   static final String QUEUE_PREFIX = "redisson_lock_queue:";
-  /** The prefix of the waiter scores' sorted set (Redisson's), followed by the slotted key. */
+  /** The prefix of the waiter scores' sorted set (Redisson's), followed by the derived base. */
   static final String TIMEOUT_PREFIX = "redisson_lock_timeout:";
 
   private FairKind() {
@@ -38,11 +40,11 @@ final class FairKind extends LockKind {
   }
 
   static String queueKey(LockNames names) {
-    return QUEUE_PREFIX + names.slotted();
+    return QUEUE_PREFIX + names.derivedBase();
   }
 
   static String timeoutKey(LockNames names) {
-    return TIMEOUT_PREFIX + names.slotted();
+    return TIMEOUT_PREFIX + names.derivedBase();
   }
 
   @Override

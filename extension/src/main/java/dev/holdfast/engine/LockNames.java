@@ -6,10 +6,40 @@ package dev.holdfast.engine;
  * so both libraries wake each other's waiters. Keys (lock and markers) start with the key prefix;
  * the channel cannot, to stay Redisson's.
  *
+ * <p><b>Two keys, one slotted form.</b> Redisson derives a lock's channel and its kind's keys
+ * (the fair queue and scores, the readers' timeout keys) from the key's slotted form, which is
+ * the same for an untagged key {@code K} and the key {@code {K}} (for example lock {@code a}
+ * and lock {@code {a}} without a key prefix, or {@code a} under prefix {@code p:} and
+ * {@code {p:a}} without one). Two such locks are still two locks:
+ * <ul>
+ *   <li>They share their unlock channel (Redisson's name, kept for interop); a channel is only
+ *       a wake-up, and everything a client keeps for its waiters is per lock, not per channel
+ *       (see {@link UnlockSubscriptions}).
+ *   <li>Their derived keys differ: they are built from {@link #derivedBase}, which is the
+ *       slotted form for every key except a <em>braced</em> one — a key whose whole text is one
+ *       hash tag, {@code {K}} with no other {@code '{'}, possibly followed by {@code '~'}s — whose
+ *       base is the key plus one {@code '~'}. So lock {@code a} keeps Redisson's
+ *       {@code redisson_lock_queue:{a}} and {@code {a}:<field>:rwlock_timeout:<n>}, lock
+ *       {@code {a}} uses {@code redisson_lock_queue:{a}~} and
+ *       {@code {a}~:<field>:rwlock_timeout:<n>}, and lock {@code {a}~} uses
+ *       {@code {a}~~}: the base is one-to-one over all keys and in the key's slot. The rule
+ *       looks at the whole key only, so it holds across clients with different key prefixes.
+ *   <li><b>Interop exception:</b> a fair or read-write lock whose key is braced does not share
+ *       its queue or timeout keys with the Redisson lock of the same name (Redisson's are the
+ *       ones of the unbraced twin). Mutual exclusion with Redisson still holds, the hash being
+ *       the same; only fair ordering between the two libraries and Redisson's reader expiry
+ *       bookkeeping for such a name are lost. Exclusive locks are unaffected.
+ *   <li>Request markers and the fencing token key stay on the slotted form: markers are named
+ *       by globally unique request ids, and a token counter shared by two locks still gives
+ *       each strictly increasing tokens (moving it would restart a braced lock's tokens).
+ * </ul>
+ *
  * @param slotted the key with a hash tag: the key itself if it has one, else {@code {key}}
+ * @param derivedBase what the kind's own keys are named after: {@code slotted}, or for a braced
+ *     key the key plus {@code '~'}
  */
 record LockNames(String name, String key, String channel, String markerPrefix, String tokenKey,
-    String slotted, LockKind kind) {
+    String slotted, String derivedBase, LockKind kind) {
 
   private static final String MARKER_PREFIX = "holdfast_unlock_marker:";
   private static final String TOKEN_PREFIX = "holdfast_fence:";
@@ -41,12 +71,26 @@ record LockNames(String name, String key, String channel, String markerPrefix, S
     // Markers live under the key prefix, so an ACL user limited to '~<prefix>*' may write them.
     return new LockNames(name, key, kind.channelPrefix() + slotted,
         keyPrefix + MARKER_PREFIX + slotted + ":", keyPrefix + TOKEN_PREFIX + slotted, slotted,
-        kind);
+        braced(key) ? key + "~" : slotted, kind);
   }
 
   /** The key that identifies a thread's hold of this lock in the client's hold registry. */
   String holdKey() {
     return key + kind.idSuffix();
+  }
+
+  /**
+   * Whether {@code key} (valid) is braced: {@code {K}} followed by zero or more {@code '~'},
+   * where {@code K} has no {@code '{'}. Those are exactly the tagged keys whose derived base
+   * would otherwise be the slotted form of an untagged key or of another braced key.
+   */
+  static boolean braced(String key) {
+    int end = key.length();
+    while (end > 0 && key.charAt(end - 1) == '~') {
+      end--;
+    }
+    return end >= 3 && key.charAt(0) == '{' && key.charAt(end - 1) == '}'
+        && key.lastIndexOf('{', end - 1) == 0;
   }
 
   private static boolean hasHashTag(String key) {

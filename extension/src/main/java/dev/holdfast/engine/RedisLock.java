@@ -223,7 +223,7 @@ final class RedisLock implements FencedLock {
         if (waiter == null && queuesForHandoff(waitNanos, attempt)) {
           // Another thread of this client holds it and hands it over next: join the queue
           // rather than ask Redis what it would answer "held" to.
-          waiter = engine.subscriptions().join(names.channel(), true, attempt.field,
+          waiter = engine.subscriptions().join(names, names.channel(), true, attempt.field,
               attempt.lease());
           pttl = QUEUED_PARK_MS;
         } else {
@@ -263,8 +263,9 @@ final class RedisLock implements FencedLock {
         // A wait this short would be over about when the subscription is confirmed: retry
         // once at its end instead of paying the subscribe and unsubscribe round trips.
         if (waiter == null && failingSince == 0 && remaining > SHORT_WAIT_NANOS) {
-          waiter = engine.subscriptions().join(names.kind().waitChannel(names, attempt.field),
-              handsOff(), attempt.field, attempt.lease());
+          waiter = engine.subscriptions().join(names,
+              names.kind().waitChannel(names, attempt.field), handsOff(), attempt.field,
+              attempt.lease());
           continue;
         }
         long park = Math.min(ceilMillis(remaining), pttl >= 0 ? Math.max(1, pttl)
@@ -354,7 +355,7 @@ final class RedisLock implements FencedLock {
         || (waitNanos != FOREVER && waitNanos <= SHORT_WAIT_NANOS)) {
       return false;
     }
-    WaitEntry entry = engine.subscriptions().peek(names.channel());
+    WaitEntry entry = engine.subscriptions().peek(names);
     return entry != null && entry.handedLocally() && entry.subscribed()
         && engine.holds().get(attempt.id) == null;
   }
@@ -372,7 +373,7 @@ final class RedisLock implements FencedLock {
     if (names.kind() != LockKind.EXCLUSIVE) {
       return false;
     }
-    WaitEntry entry = waiter != null ? waiter.entry : engine.subscriptions().peek(names.channel());
+    WaitEntry entry = waiter != null ? waiter.entry : engine.subscriptions().peek(names);
     if (entry == null) {
       return false;
     }
@@ -714,7 +715,7 @@ final class RedisLock implements FencedLock {
     WaitEntry budgetOver = null;
     WaitEntry entry = null;
     if (expected == 1 && pending == null && handsOff() && hold.token() == 0) {
-      entry = engine.subscriptions().peek(names.channel());
+      entry = engine.subscriptions().peek(names);
       if (entry != null) {
         if (!entry.mayHandOff(now)) {
           budgetOver = entry; // this one goes through Redis, where a remote waiter can win

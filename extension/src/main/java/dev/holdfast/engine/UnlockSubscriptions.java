@@ -12,9 +12,15 @@ import java.util.concurrent.ConcurrentHashMap;
 import redis.clients.jedis.HostAndPort;
 
 /**
- * Waiting without polling: one {@link WaitEntry} per lock channel, shared by all local waiters of
- * that lock, and one dedicated subscriber connection per Redis node carrying every channel this
- * client waits on there.
+ * Waiting without polling: one {@link WaitEntry} per lock and channel it is waited for on,
+ * shared by all local waiters of that lock there, and one dedicated subscriber connection per
+ * Redis node carrying every channel this client waits on there.
+ *
+ * <p><b>Locks, not channels.</b> Entries are keyed by the lock ({@link WaitEntry.Key}); two locks
+ * may share a channel (see {@link LockNames}), and then one subscription serves both entries. A
+ * message on such a channel cannot say which lock it was for, so it wakes the waiters of every
+ * lock on the channel as it would wake one lock's: a waiter woken for the other lock re-polls
+ * and parks again.
  *
  * <p><b>Design.</b> The set of channels a node's connection should carry is derived from the
  * entries (desired state). {@link SubscriberConnection#sync()} compares it with what was sent and
@@ -38,7 +44,9 @@ final class UnlockSubscriptions implements AutoCloseable {
   private final RedisTopology topology;
   private final String clientName;
   /** Written under this object's monitor; read lock-free by {@link #peek}. */
-  private final Map<String, WaitEntry> entries = new ConcurrentHashMap<>();
+  private final Map<WaitEntry.Key, WaitEntry> entries = new ConcurrentHashMap<>();
+  /** The entries of each channel (usually one); guarded by this object's monitor. */
+  private final Map<String, List<WaitEntry>> byChannel = new HashMap<>();
   private final Map<HostAndPort, SubscriberConnection> connections = new HashMap<>();
   private boolean closed;
 
@@ -48,21 +56,17 @@ final class UnlockSubscriptions implements AutoCloseable {
   }
 
   /**
-   * Registers the calling thread as a waiter on {@code channel}, not a handoff candidate; pair
+   * Registers the calling thread as a waiter for lock {@code names} on {@code channel}; pair
    * with {@link #leave}.
-   */
-  WaitEntry.Waiter join(String channel) {
-    return join(channel, false, null, 0);
-  }
-
-  /**
-   * Registers the calling thread as a waiter on {@code channel}; pair with {@link #leave}.
    *
+   * @param channel the lock's channel, or the waiter's own (a fair waiter's)
    * @param candidate whether a releasing thread may hand it the lock (see {@link WaitEntry})
    * @param field the waiter's hash field
    * @param leaseMillis the lease its acquisition sets, in ms
    */
-  WaitEntry.Waiter join(String channel, boolean candidate, String field, long leaseMillis) {
+  WaitEntry.Waiter join(LockNames names, String channel, boolean candidate, String field,
+      long leaseMillis) {
+    WaitEntry.Key key = WaitEntry.Key.of(names, channel);
     HostAndPort node = topology.subscriberNode(channel);
     SubscriberConnection connection;
     WaitEntry entry;
@@ -71,10 +75,13 @@ final class UnlockSubscriptions implements AutoCloseable {
       if (closed) {
         throw new IllegalStateException("The lock client is closed");
       }
-      entry = entries.get(channel);
+      entry = entries.get(key);
       if (entry == null) {
-        entry = new WaitEntry(channel, node);
-        entries.put(channel, entry);
+        List<WaitEntry> sharing = byChannel.computeIfAbsent(channel, c -> new ArrayList<>(1));
+        // Another lock's entry on this channel: ride on its subscription, wherever it is.
+        entry = new WaitEntry(key, sharing.isEmpty() ? node : sharing.get(0).node);
+        sharing.add(entry);
+        entries.put(key, entry);
       }
       entry.references++;
       waiter = new WaitEntry.Waiter(entry, candidate, field, leaseMillis);
@@ -85,9 +92,9 @@ final class UnlockSubscriptions implements AutoCloseable {
     return waiter;
   }
 
-  /** The entry of {@code channel} if it has waiters now; lock-free. */
-  WaitEntry peek(String channel) {
-    return entries.get(channel);
+  /** The entry of lock {@code names} on its own channel if it has waiters now; lock-free. */
+  WaitEntry peek(LockNames names) {
+    return entries.get(WaitEntry.Key.of(names, names.channel()));
   }
 
   /**
@@ -101,7 +108,12 @@ final class UnlockSubscriptions implements AutoCloseable {
       entry.remove(waiter);
       entry.references--;
       if (entry.references == 0) {
-        entries.remove(entry.channel, entry);
+        entries.remove(entry.key, entry);
+        List<WaitEntry> sharing = byChannel.get(entry.channel);
+        sharing.remove(entry);
+        if (sharing.isEmpty()) {
+          byChannel.remove(entry.channel);
+        }
         entry.subscribed(false);
         connection = connections.get(entry.node);
       } else if (!acquired) {
@@ -126,11 +138,11 @@ final class UnlockSubscriptions implements AutoCloseable {
 
   /**
    * An unlock message arrived: {@code 0} (Redisson's unlock message) lets one waiter retry,
-   * {@code 1} (its read-unlock message: the lock may now admit many) lets all retry.
+   * {@code 1} (its read-unlock message: the lock may now admit many) lets all retry — of every
+   * lock waited for on {@code channel}, since it does not say which one it was for.
    */
   synchronized void onUnlockMessage(String channel, String message) {
-    WaitEntry e = entries.get(channel);
-    if (e != null) {
+    for (WaitEntry e : onChannel(channel)) {
       if (ALL_MAY_RETRY.equals(message)) {
         e.wakeAll();
       } else {
@@ -139,24 +151,31 @@ final class UnlockSubscriptions implements AutoCloseable {
     }
   }
 
+  /** The entries waiting on {@code channel}; called under this object's monitor. */
+  private List<WaitEntry> onChannel(String channel) {
+    return byChannel.getOrDefault(channel, List.of());
+  }
+
   /**
    * {@code channel} is confirmed on {@code node} already (an entry made anew while the channel's
    * last waiter was leaving, before its unsubscribe was sent): unlock messages reach it now.
    */
   synchronized void alreadySubscribed(HostAndPort node, String channel) {
-    WaitEntry e = entries.get(channel);
-    if (e != null && e.node.equals(node) && !e.subscribed()) {
-      e.subscribed(true);
-      e.wakeAll();
+    for (WaitEntry e : onChannel(channel)) {
+      if (e.node.equals(node) && !e.subscribed()) {
+        e.subscribed(true);
+        e.wakeAll();
+      }
     }
   }
 
   /** The server confirmed {@code channel}: waiters re-poll, as unlocks may have been missed. */
   synchronized void onSubscribed(HostAndPort node, String channel) {
-    WaitEntry e = entries.get(channel);
-    if (e != null && e.node.equals(node)) {
-      e.subscribed(true);
-      e.wakeAll();
+    for (WaitEntry e : onChannel(channel)) {
+      if (e.node.equals(node)) {
+        e.subscribed(true);
+        e.wakeAll();
+      }
     }
   }
 
@@ -217,7 +236,7 @@ final class UnlockSubscriptions implements AutoCloseable {
 
   /** Channels currently subscribed or being subscribed, for tests. */
   synchronized Set<String> activeChannels() {
-    return new HashSet<>(entries.keySet());
+    return new HashSet<>(byChannel.keySet());
   }
 
   private SubscriberConnection connectionFor(HostAndPort node) {

@@ -8,8 +8,11 @@ import java.util.concurrent.locks.LockSupport;
 import redis.clients.jedis.HostAndPort;
 
 /**
- * The local waiters of one lock channel: shared by every thread of the client that waits for that
- * lock, reference counted by {@link UnlockSubscriptions}. Each waiting thread registers its own
+ * The local waiters of one lock on one channel: shared by every thread of the client that waits
+ * for that lock there, reference counted by {@link UnlockSubscriptions}. An entry belongs to a
+ * lock ({@link Key}), never to a channel alone: two locks may share a channel (lock {@code a}
+ * and lock {@code {a}}, see {@link LockNames}), and one lock's waiters, handoff candidates and
+ * handoff budget must never serve the other. Each waiting thread registers its own
  * {@link Waiter}, kept in order from join to leave. An unlock message signals one waiter (the
  * longest registered one without a signal pending), so one waiter retries; a (re)subscription
  * signals every registered waiter, so all re-poll.
@@ -42,6 +45,7 @@ final class WaitEntry {
    */
   static final long YIELD_NANOS = TimeUnit.MILLISECONDS.toNanos(3);
 
+  final Key key;
   final String channel;
   private final ConcurrentLinkedQueue<Waiter> waiters = new ConcurrentLinkedQueue<>();
   /** Guarded by the owning {@link UnlockSubscriptions}. */
@@ -62,9 +66,24 @@ final class WaitEntry {
    */
   private volatile boolean handedLocally;
 
-  WaitEntry(String channel, HostAndPort node) {
-    this.channel = channel;
+  WaitEntry(Key key, HostAndPort node) {
+    this.key = key;
+    this.channel = key.channel();
     this.node = node;
+  }
+
+  /**
+   * What a wait entry belongs to: a lock (its key and kind) waited for on one channel.
+   *
+   * @param lockKey the lock's key (with the key prefix)
+   * @param kind the lock's kind (compared by identity: kinds are singletons)
+   * @param channel the channel its waiters listen on (the lock's, or a fair waiter's own)
+   */
+  record Key(String lockKey, LockKind kind, String channel) {
+    /** The entry key of lock {@code names} waited for on {@code channel}. */
+    static Key of(LockNames names, String channel) {
+      return new Key(names.key(), names.kind(), channel);
+    }
   }
 
   /** Whether an unlock message would reach this entry now. */

@@ -79,9 +79,9 @@ class LocalHandoffReplicaTest {
 
   private static void awaitCandidate(LockClient c, String name) {
     LockEngine engine = Clients.engine(c);
-    String channel = "redisson_lock__channel:{" + name + "}";
+    LockNames names = LockNames.of("", name); // these tests' clients have no key prefix
     Await.until(Duration.ofSeconds(10), () -> {
-      WaitEntry entry = engine.subscriptions().peek(channel);
+      WaitEntry entry = engine.subscriptions().peek(names);
       return entry != null && entry.subscribed() && entry.candidates() == 1;
     }, "a handoff candidate parked on " + name);
   }

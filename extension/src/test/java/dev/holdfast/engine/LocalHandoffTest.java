@@ -93,9 +93,9 @@ class LocalHandoffTest {
   /** Waits until {@code n} threads of {@code c} are parked as handoff candidates of a lock. */
   private static void awaitCandidates(LockClient c, String name, int n) {
     LockEngine engine = Clients.engine(c);
-    String channel = "redisson_lock__channel:{" + name + "}";
+    LockNames names = LockNames.of("", name); // these tests' clients have no key prefix
     Await.until(Duration.ofSeconds(10), () -> {
-      WaitEntry entry = engine.subscriptions().peek(channel);
+      WaitEntry entry = engine.subscriptions().peek(names);
       return entry != null && entry.subscribed() && entry.candidates() == n;
     }, n + " handoff candidate(s) parked on " + name);
   }
