@@ -11,7 +11,9 @@ import java.util.List;
  * except for a braced key ({@link LockNames}: lock {@code {a}} must not share lock {@code a}'s
  * queue). Each waiter listens on its own
  * channel, {@code <lock channel>:<field>}, and an unlock publishes {@code 0} to the head waiter's
- * channel only, so exactly the next one wakes.
+ * channel only, so exactly the next one wakes. That channel stays Redisson's even for a braced
+ * key, whose lock channel is its unbraced twin's: a channel only wakes a thread, which then
+ * re-polls its own lock and queue, and a thread waits for one lock at a time.
  *
  * <p><b>Liveness.</b> A Holdfast waiter's score is a deadline, {@code now + waiter-timeout} by the
  * Redis server's clock, written again at every attempt; a waiter parks at most a third of the
