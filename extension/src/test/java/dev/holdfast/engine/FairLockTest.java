@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -303,6 +304,61 @@ class FairLockTest {
       return got;
     });
     assertTrue(next.get(20, TimeUnit.SECONDS), "parked until the lease ran out, then took it");
+  }
+
+  /**
+   * Holders whose fixed leases run out and are never unlocked: nothing is published when a
+   * lease ends, so each waiter must have parked no longer than the lease of whoever holds (or is
+   * about to hold) the lock, even with a waiter timeout whose third is far longer.
+   */
+  @Test
+  void expiringLeases_passTheLockDownTheQueueInOrder_withALongWaiterTimeout() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "5m");
+    LockClient b = client("holdfast.fair.waiter-timeout", "5m");
+    long lease = 700;
+    long slack = 2_500;
+    int waiters = 8;
+    CountDownLatch end = new CountDownLatch(1);
+    ConcurrentLinkedQueue<Integer> order = new ConcurrentLinkedQueue<>();
+    long[] acquiredAt = new long[waiters + 1];
+    List<Future<?>> running = new ArrayList<>();
+    try {
+      for (int i = 0; i <= waiters; i++) {
+        int label = i;
+        DistributedLock lock = (i % 2 == 0 ? a : b).getFairLock("fair");
+        // The first holder's lease lasts while the others queue; then each holds 700ms.
+        long own = i == 0 ? 5_000 : lease;
+        CompletableFuture<Void> holding = new CompletableFuture<>();
+        running.add(threads.submit(() -> {
+          lock.lock(own, TimeUnit.MILLISECONDS);
+          acquiredAt[label] = System.nanoTime();
+          order.add(label);
+          holding.complete(null);
+          end.await(); // never unlocks; a fresh thread each, so no field is reused
+          return null;
+        }));
+        if (i == 0) {
+          holding.get(20, TimeUnit.SECONDS);
+        } else {
+          awaitQueue(i);
+        }
+      }
+      Await.until(Duration.ofSeconds(5 + waiters * (lease + slack) / 1000),
+          () -> order.size() == waiters + 1, "every waiter got the lock: " + order);
+      List<Integer> expected = new ArrayList<>();
+      for (int i = 0; i <= waiters; i++) {
+        expected.add(i);
+      }
+      assertEquals(expected, new ArrayList<>(order));
+      for (int i = 2; i <= waiters; i++) {
+        long gap = TimeUnit.NANOSECONDS.toMillis(acquiredAt[i] - acquiredAt[i - 1]);
+        assertTrue(gap < lease + slack, "waiter " + i + " took the lock " + gap
+            + "ms after its predecessor, whose lease was " + lease + "ms");
+      }
+      assertEquals(List.of(), queue());
+    } finally {
+      end.countDown();
+    }
   }
 
   @Test
