@@ -361,6 +361,99 @@ class FairLockTest {
     }
   }
 
+  /** Messages published to one channel, heard by a plain Jedis subscriber. */
+  private final class Listener implements AutoCloseable {
+    private final java.util.concurrent.BlockingQueue<String> messages =
+        new java.util.concurrent.LinkedBlockingQueue<>();
+    private final redis.clients.jedis.JedisPubSub pubSub = new redis.clients.jedis.JedisPubSub() {
+      @Override
+      public void onMessage(String channel, String message) {
+        messages.add(message);
+      }
+    };
+
+    Listener(String channel) {
+      threads.submit(() -> {
+        try (Jedis jedis = redis.server().admin()) {
+          jedis.subscribe(pubSub, channel);
+        }
+        return null;
+      });
+      Await.until(Duration.ofSeconds(5), () -> Waiters.subscribers(redis.server().admin(),
+          channel) > 0, "listening on " + channel);
+    }
+
+    String next() throws InterruptedException {
+      return messages.poll(5, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void close() {
+      pubSub.unsubscribe();
+    }
+  }
+
+  private static void enqueue(String field, long deadlineFromNowMillis) {
+    try (Jedis jedis = redis.server().admin()) {
+      long now = Long.parseLong(jedis.time().get(0)) * 1000;
+      jedis.zadd(TIMEOUTS, now + deadlineFromNowMillis, field);
+      jedis.rpush(QUEUE, field);
+    }
+  }
+
+  @Test
+  void headTakingTheLock_wakesTheWaiterBehindIt() throws Exception {
+    LockClient a = client();
+    DistributedLock lock = a.getFairLock("fair");
+    enqueue(a.getClientId() + ":" + Thread.currentThread().getId(), 60_000);
+    enqueue("next:1", 60_000);
+    try (Listener next = new Listener("redisson_lock__channel:{fair}:next:1")) {
+      assertTrue(lock.tryLock(), "the head takes the free lock");
+      assertEquals("0", next.next(), "the new head is told to re-poll and learn this lease");
+    }
+    assertEquals(List.of("next:1"), queue());
+    lock.unlock();
+  }
+
+  @Test
+  void headLeavingWhileTheLockIsHeld_wakesTheNewHead() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "60s");
+    LockClient b = client("holdfast.fair.waiter-timeout", "60s");
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    CountDownLatch queued = new CountDownLatch(1);
+    Future<Boolean> quitter = threads.submit(() -> {
+      queued.countDown();
+      return b.getFairLock("fair").tryLock(1_500, TimeUnit.MILLISECONDS);
+    });
+    queued.await();
+    awaitQueue(1);
+    enqueue("next:1", 60_000);
+    try (Listener next = new Listener("redisson_lock__channel:{fair}:next:1")) {
+      assertFalse(quitter.get(20, TimeUnit.SECONDS));
+      assertEquals("0", next.next(), "the new head learns the holder's lease, not its own park");
+    }
+    assertEquals(List.of("next:1"), queue());
+    holder.unlock();
+  }
+
+  @Test
+  void nestedUnlockThatShortensTheLease_wakesTheHead() throws Exception {
+    LockClient a = client();
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock(5, TimeUnit.SECONDS);
+    enqueue("next:1", 60_000);
+    holder.lock(60, TimeUnit.SECONDS); // the head is told about a minute
+    try (Listener next = new Listener("redisson_lock__channel:{fair}:next:1")) {
+      holder.unlock(); // back to the outer section's few seconds
+      assertEquals("0", next.next(), "the head learns that the lock expires sooner");
+    }
+    try (Jedis jedis = redis.server().admin()) {
+      assertTrue(jedis.pttl("fair") <= 5_000, "the outer section's lease: " + jedis.pttl("fair"));
+    }
+    holder.unlock();
+  }
+
   @Test
   void unlock_wakesTheHeadWaiter_notAfterItsPark() throws Exception {
     LockClient a = client();
