@@ -343,8 +343,12 @@ class FairLockTest {
           awaitQueue(i);
         }
       }
-      Await.until(Duration.ofSeconds(5 + waiters * (lease + slack) / 1000),
-          () -> order.size() == waiters + 1, "every waiter got the lock: " + order);
+      try {
+        Await.until(Duration.ofSeconds(5 + waiters * (lease + slack) / 1000),
+            () -> order.size() == waiters + 1, "every waiter got the lock");
+      } catch (AssertionError e) {
+        throw new AssertionError("only " + order + " got the lock in time; queue " + queue(), e);
+      }
       List<Integer> expected = new ArrayList<>();
       for (int i = 0; i <= waiters; i++) {
         expected.add(i);
