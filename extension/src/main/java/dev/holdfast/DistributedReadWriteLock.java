@@ -22,8 +22,15 @@ import java.util.concurrent.locks.ReadWriteLock;
  *       lock; the write lock by one thread while no one else holds either side.</li>
  *   <li>Both are reentrant. The write holder may take the read lock too and then release the
  *       write lock: it is downgraded to a reader, and nobody else can write in between.</li>
- *   <li>A thread holding only the read lock that asks for the write lock gets
- *       {@link IllegalStateException} at once (an upgrade would wait for itself for ever).</li>
+ *   <li>There is no upgrade: a thread holding only the read lock that asks for the write lock
+ *       would wait for itself for ever. A call that would wait ({@code lock()},
+ *       {@code lockInterruptibly()}, {@code tryLock} with a positive wait) throws
+ *       {@link IllegalStateException} at once; one that does not wait ({@code tryLock()},
+ *       {@code tryLock} with a wait of zero or less) returns {@code false}, as with
+ *       {@code ReentrantReadWriteLock} and Redisson. Redis is not asked either way. Only a read
+ *       hold the thread still has counts: after its read hold was lost (force-unlocked, or its
+ *       fixed lease ran out; {@code isHeldByCurrentThread()} is false), the write lock is
+ *       acquired as usual, and the lost read sections still report the loss when unlocked.</li>
  *   <li>Each reader's lease is its own: a reader whose process died stops blocking writers when
  *       its own lease ends, however long other readers keep theirs, and never shortens theirs.</li>
  *   <li>The Redis layout is Redisson's {@code RReadWriteLock}: Holdfast and Redisson processes
@@ -41,7 +48,11 @@ public interface DistributedReadWriteLock extends ReadWriteLock {
   @Override
   DistributedLock readLock();
 
-  /** {@return the exclusive side: one writer, no readers but the writer's own} */
+  /**
+   * {@return the exclusive side: one writer, no readers but the writer's own} Asked for by a
+   * thread that holds only the read lock, it returns {@code false} from a call that does not
+   * wait and throws {@link IllegalStateException} from one that would (rule 3 above).
+   */
   @Override
   DistributedLock writeLock();
 }

@@ -21,6 +21,15 @@ import java.util.List;
  * first drops the waiters past theirs, wherever they stand in the queue. A waiter that gives up
  * leaves the queue at once ({@link #gaveUp}). Only the queue's head may take a free lock.
  *
+ * <p><b>No waiter oversleeps its turn.</b> Nothing is published when a lease runs out, so the
+ * head must park no longer than the holder's remaining lease, which every refusal while the lock
+ * is held tells it. A waiter behind the head may park longer (while the lock is free but the
+ * head's turn, it is told the time until the head's deadline, up to a third of the timeout), and
+ * that is harmless as long as it is woken when it becomes the head: every fair script that moves
+ * the head wakes the new one (see {@link LockScripts#FAIR_ACQUIRE}), so the new head re-polls
+ * and parks by the lease of whoever holds the lock now. This costs one publish and one re-poll
+ * per change of head, none without waiters.
+ *
  * <p>Stateless and thread-safe.
  */
 final class FairKind extends LockKind {

@@ -414,6 +414,21 @@ public final class LockEngine implements AutoCloseable {
   }
 
   /**
+   * Whether the thread of {@code hold} still has it: open sections, not lost, and its lease not
+   * possibly over (a hold past its confirmed lease is declared lost here, as {@link #expire}).
+   * A lost hold keeps its count until its sections are unlocked, but holds nothing.
+   */
+  boolean live(Hold hold) {
+    if (hold == null || hold.count() == 0) {
+      return false;
+    }
+    if (hold.active() && !hold.believedAt(System.nanoTime())) {
+      expire(hold);
+    }
+    return hold.active();
+  }
+
+  /**
    * Marks {@code hold} lost and tells the listeners, once.
    *
    * @param cause the category of {@code reason}, for metrics and JFR

@@ -109,9 +109,15 @@ abstract class LockKind {
   /**
    * Checks before an acquisition by {@code threadId} (no I/O).
    *
-   * @throws IllegalStateException if the acquisition could only wait for the thread itself
+   * @param waits whether the acquisition would wait when refused (false for {@code tryLock()}
+   *     and a wait of zero or less)
+   * @return whether to try at all: false if the acquisition cannot succeed now and does not
+   *     wait, so that it fails at once as refused
+   * @throws IllegalStateException if the acquisition would wait, and could only wait for the
+   *     thread itself
    */
-  void beforeAcquire(LockEngine engine, LockNames names, long threadId) {
+  boolean beforeAcquire(LockEngine engine, LockNames names, long threadId, boolean waits) {
+    return true;
   }
 
   /**

@@ -354,7 +354,17 @@ final class LockScripts {
    * deadline passed, wherever they stand, and a head without a score (no script leaves one; it
    * could only block the queue forever); it returns whether the head changed. {@code leave(f)}
    * takes one field out of the queue. {@code wakeHead(cmd, channel)} publishes Redisson's unlock
-   * message {@code 0} to the head waiter's own channel, if there is a head.
+   * message {@code 0} to the head waiter's own channel, if there is a head ({@code wakeHead(cmd,
+   * channel, 1)}: to the waiter behind it).
+   *
+   * <p><b>A new head is always woken.</b> Nothing is published when a lease runs out, and only the
+   * head may take a free lock, so the head must never park longer than the lease of whoever holds
+   * the lock. A waiter that is not the head may have parked far longer (it was told the time until
+   * the head's deadline, while the lock was free); so every script that changes the head wakes the
+   * new one, which re-polls and learns the holder's remaining lease: a grant wakes the waiter
+   * behind the taker, a leave or purge that moves the head wakes the new head, whether or not the
+   * lock is held, and so does a nested release that shortens the lock's expiry. One publish per
+   * change of head; the first acquisition of a lock without waiters publishes nothing.
    */
   private static final String FAIR_COMMON = """
       local time = redis.call('time')
@@ -382,8 +392,8 @@ final class LockScripts {
           redis.call('lrem', Q, 0, field)
         end
       end
-      local function wakeHead(Q, cmd, channel)
-        local head = redis.call('lindex', Q, 0)
+      local function wakeHead(Q, cmd, channel, at)
+        local head = redis.call('lindex', Q, at or 0)
         if head then
           redis.call(cmd, channel .. ':' .. head, '0')
         end
@@ -403,7 +413,9 @@ final class LockScripts {
    * is its head; it then leaves the queue. Otherwise the caller joins the queue's tail, or stays
    * where it is with a new deadline ({@code now + waiter timeout}), and the reply's pttl is how
    * long to park: the holder's remaining lease, or, when the lock is free but another waiter has
-   * the turn, the time until that waiter's deadline (its turn passes if it never comes). A
+   * the turn, the time until that waiter's deadline (its turn passes if it never comes; it is
+   * woken when it becomes the head). A taker that was the head wakes the waiter behind it, and a
+   * purge that moved the head wakes the new head, held lock or not. A
    * re-sent (sealed) copy cannot enqueue twice: a field has one score, and a new score means a
    * new queue entry only when there was none. Re-entry ignores the queue, as the exclusive lock's.
    */
@@ -441,7 +453,7 @@ final class LockScripts {
           local held = redis.call('exists', KEYS[1]) == 1
           local head = redis.call('lindex', KEYS[4], 0)
           if held or (head and head ~= ARGV[2]) then
-            if headChanged and not held then
+            if headChanged and head ~= ARGV[2] then
               wakeHead(KEYS[4], ARGV[9], ARGV[10])
             end
             if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
@@ -458,6 +470,10 @@ final class LockScripts {
               redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
             end
             return {0, pttl, 0, 0}
+          end
+          if head then
+            -- The waiter behind the caller becomes the head: it re-polls and parks by this lease.
+            wakeHead(KEYS[4], ARGV[9], ARGV[10], 1)
           end
         elseif count > 1 then
           return {-2, count, 0, 0}
@@ -492,7 +508,8 @@ final class LockScripts {
   /**
    * {@link #RELEASE} for the fair lock (KEYS[3] queue, KEYS[4] scores; ARGV[8..10] as
    * {@link #FAIR_ACQUIRE}'s): the final release wakes the head waiter on its own channel instead
-   * of every waiter on the lock channel.
+   * of every waiter on the lock channel; a nested one wakes it when it moved the head or made the
+   * lock expire sooner than the head was told.
    */
   static final LockScript FAIR_RELEASE = new LockScript("fair-release", FAIR_COMMON + """
       local marker = redis.call('get', KEYS[2])
@@ -502,7 +519,7 @@ final class LockScripts {
         end
         return -2
       end
-      purge(KEYS[3], KEYS[4])
+      local headChanged = purge(KEYS[3], KEYS[4])
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
       if count == 0 then
         return -1
@@ -517,6 +534,9 @@ final class LockScripts {
         return -2
       end
       if count > 1 and ARGV[2] ~= '0' then
+        if headChanged or redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
+          wakeHead(KEYS[3], ARGV[4], ARGV[6])
+        end
         if ARGV[7] == '1' then
           redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
         end
@@ -533,7 +553,8 @@ final class LockScripts {
   /**
    * {@link #RESOLVE} for the fair lock (KEYS[3] queue, KEYS[4] scores; ARGV[7..9] as
    * {@link #FAIR_ACQUIRE}'s ARGV[8..10]). Settling a fresh acquisition also takes the caller out
-   * of the queue: the call it settles ends without the lock. A lock this frees wakes the head.
+   * of the queue: the call it settles ends without the lock. A lock this frees, or a new head,
+   * wakes the head.
    */
   static final LockScript FAIR_RESOLVE = new LockScript("fair-resolve", FAIR_COMMON + """
       local marker = redis.call('get', KEYS[2])
@@ -561,7 +582,7 @@ final class LockScripts {
         leave(KEYS[3], KEYS[4], ARGV[1])
         headChanged = headChanged or head == ARGV[1]
       end
-      if last or (headChanged and redis.call('exists', KEYS[1]) == 0) then
+      if last or headChanged then
         wakeHead(KEYS[3], ARGV[4], ARGV[5])
       end
       redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
@@ -591,8 +612,9 @@ final class LockScripts {
       """);
 
   /**
-   * A fair waiter gave up (timeout, interrupt, failure): it leaves the queue, and if the lock is
-   * free the (new) head is woken, in case the turn was passing to the one that left.
+   * A fair waiter gave up (timeout, interrupt, failure): it leaves the queue, and if that moved
+   * the head the new head is woken: to take a free lock whose turn was passing to the one that
+   * left, or to learn the lease of the holder it now waits for.
    *
    * <pre>
    * KEYS[1] lock key, KEYS[2] queue, KEYS[3] scores
@@ -604,7 +626,7 @@ final class LockScripts {
       local wasHead = redis.call('lindex', KEYS[2], 0) == ARGV[1]
       leave(KEYS[2], KEYS[3], ARGV[1])
       local headChanged = purge(KEYS[2], KEYS[3])
-      if (wasHead or headChanged) and redis.call('exists', KEYS[1]) == 0 then
+      if wasHead or headChanged then
         wakeHead(KEYS[2], ARGV[2], ARGV[3])
       end
       return 1

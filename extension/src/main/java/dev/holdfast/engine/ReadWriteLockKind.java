@@ -115,22 +115,29 @@ abstract class ReadWriteLockKind extends LockKind {
 
     /**
      * An upgrade (read to write) would wait for the thread's own read hold for ever, as it does
-     * with Redisson and {@code ReentrantReadWriteLock}: refuse it at once instead.
+     * with Redisson and {@code ReentrantReadWriteLock}: a call that would wait is refused at once
+     * with {@link IllegalStateException}; one that does not wait fails as refused, as theirs do.
+     * Only a read hold the thread still has counts: one that was lost (force-unlocked, or its
+     * lease ran out) blocks nothing, even while its sections are not yet unlocked.
      */
     @Override
-    void beforeAcquire(LockEngine engine, LockNames names, long threadId) {
+    boolean beforeAcquire(LockEngine engine, LockNames names, long threadId, boolean waits) {
       Hold read = engine.holds().get(new Hold.Id(names.key() + READ.idSuffix(), threadId));
-      if (read == null || read.count() == 0) {
-        return;
+      if (!engine.live(read)) {
+        return true;
       }
       Hold write = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
-      if (write == null || write.count() == 0) {
-        throw new IllegalStateException("Thread " + threadId + " holds the read lock of '"
-            + names.name() + "' (" + read.count() + " times) and asked for its write lock, which "
-            + "would wait for itself for ever: unlock the read lock first (as often as it was "
-            + "locked), then lock the write lock; or take the write lock first, then the read "
-            + "lock, and release the write lock to downgrade");
+      if (write != null && write.count() > 0) {
+        return true; // a re-entry of the write hold: its read sections are its own
       }
+      if (!waits) {
+        return false;
+      }
+      throw new IllegalStateException("Thread " + threadId + " holds the read lock of '"
+          + names.name() + "' (" + read.count() + " times) and asked for its write lock, which "
+          + "would wait for itself for ever: unlock the read lock first (as often as it was "
+          + "locked), then lock the write lock; or take the write lock first, then the read "
+          + "lock, and release the write lock to downgrade");
     }
 
     @Override

@@ -200,7 +200,8 @@ final class RedisLock implements FencedLock {
       throw new InterruptedException();
     }
     checkOpen();
-    names.kind().beforeAcquire(engine, names, Thread.currentThread().getId());
+    boolean mayTry = names.kind().beforeAcquire(engine, names, Thread.currentThread().getId(),
+        waitNanos != 0);
     long start = System.nanoTime();
     Object waitEvent = LockEvents.waitBegins();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
@@ -210,6 +211,10 @@ final class RedisLock implements FencedLock {
     boolean acquired = false;
     boolean interrupted = false;
     try {
+      if (!mayTry) {
+        outcome = Outcome.TIMED_OUT; // refused without asking Redis, as a single try is
+        return false;
+      }
       long failingSince = 0;
       while (true) {
         try {
@@ -986,14 +991,7 @@ final class RedisLock implements FencedLock {
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
-    if (hold == null || hold.count() == 0) {
-      return false;
-    }
-    if (hold.active() && !hold.believedAt(System.nanoTime())) {
-      engine.expire(hold);
-    }
-    return hold.active();
+    return engine.live(engine.holds().get(new Hold.Id(names.holdKey(), threadId)));
   }
 
   @Override

@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -303,6 +304,158 @@ class FairLockTest {
       return got;
     });
     assertTrue(next.get(20, TimeUnit.SECONDS), "parked until the lease ran out, then took it");
+  }
+
+  /**
+   * Holders whose fixed leases run out and are never unlocked: nothing is published when a
+   * lease ends, so each waiter must have parked no longer than the lease of whoever holds (or is
+   * about to hold) the lock, even with a waiter timeout whose third is far longer.
+   */
+  @Test
+  void expiringLeases_passTheLockDownTheQueueInOrder_withALongWaiterTimeout() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "5m");
+    LockClient b = client("holdfast.fair.waiter-timeout", "5m");
+    long lease = 700;
+    long slack = 2_500;
+    int waiters = 8;
+    CountDownLatch end = new CountDownLatch(1);
+    ConcurrentLinkedQueue<Integer> order = new ConcurrentLinkedQueue<>();
+    long[] acquiredAt = new long[waiters + 1];
+    List<Future<?>> running = new ArrayList<>();
+    try {
+      for (int i = 0; i <= waiters; i++) {
+        int label = i;
+        DistributedLock lock = (i % 2 == 0 ? a : b).getFairLock("fair");
+        // The first holder's lease lasts while the others queue; then each holds 700ms.
+        long own = i == 0 ? 5_000 : lease;
+        CompletableFuture<Void> holding = new CompletableFuture<>();
+        running.add(threads.submit(() -> {
+          lock.lock(own, TimeUnit.MILLISECONDS);
+          acquiredAt[label] = System.nanoTime();
+          order.add(label);
+          holding.complete(null);
+          end.await(); // never unlocks; a fresh thread each, so no field is reused
+          return null;
+        }));
+        if (i == 0) {
+          holding.get(20, TimeUnit.SECONDS);
+        } else {
+          awaitQueue(i);
+        }
+      }
+      try {
+        Await.until(Duration.ofSeconds(5 + waiters * (lease + slack) / 1000),
+            () -> order.size() == waiters + 1, "every waiter got the lock");
+      } catch (AssertionError e) {
+        throw new AssertionError("only " + order + " got the lock in time; queue " + queue(), e);
+      }
+      List<Integer> expected = new ArrayList<>();
+      for (int i = 0; i <= waiters; i++) {
+        expected.add(i);
+      }
+      assertEquals(expected, new ArrayList<>(order));
+      for (int i = 2; i <= waiters; i++) {
+        long gap = TimeUnit.NANOSECONDS.toMillis(acquiredAt[i] - acquiredAt[i - 1]);
+        assertTrue(gap < lease + slack, "waiter " + i + " took the lock " + gap
+            + "ms after its predecessor, whose lease was " + lease + "ms");
+      }
+      assertEquals(List.of(), queue());
+    } finally {
+      end.countDown();
+    }
+  }
+
+  /** Messages published to one channel, heard by a plain Jedis subscriber. */
+  private final class Listener implements AutoCloseable {
+    private final java.util.concurrent.BlockingQueue<String> messages =
+        new java.util.concurrent.LinkedBlockingQueue<>();
+    private final redis.clients.jedis.JedisPubSub pubSub = new redis.clients.jedis.JedisPubSub() {
+      @Override
+      public void onMessage(String channel, String message) {
+        messages.add(message);
+      }
+    };
+
+    Listener(String channel) {
+      threads.submit(() -> {
+        try (Jedis jedis = redis.server().admin()) {
+          jedis.subscribe(pubSub, channel);
+        }
+        return null;
+      });
+      Await.until(Duration.ofSeconds(5), () -> Waiters.subscribers(redis.server().admin(),
+          channel) > 0, "listening on " + channel);
+    }
+
+    String next() throws InterruptedException {
+      return messages.poll(5, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void close() {
+      pubSub.unsubscribe();
+    }
+  }
+
+  private static void enqueue(String field, long deadlineFromNowMillis) {
+    try (Jedis jedis = redis.server().admin()) {
+      long now = Long.parseLong(jedis.time().get(0)) * 1000;
+      jedis.zadd(TIMEOUTS, now + deadlineFromNowMillis, field);
+      jedis.rpush(QUEUE, field);
+    }
+  }
+
+  @Test
+  void headTakingTheLock_wakesTheWaiterBehindIt() throws Exception {
+    LockClient a = client();
+    DistributedLock lock = a.getFairLock("fair");
+    enqueue(a.getClientId() + ":" + Thread.currentThread().getId(), 60_000);
+    enqueue("next:1", 60_000);
+    try (Listener next = new Listener("redisson_lock__channel:{fair}:next:1")) {
+      assertTrue(lock.tryLock(), "the head takes the free lock");
+      assertEquals("0", next.next(), "the new head is told to re-poll and learn this lease");
+    }
+    assertEquals(List.of("next:1"), queue());
+    lock.unlock();
+  }
+
+  @Test
+  void headLeavingWhileTheLockIsHeld_wakesTheNewHead() throws Exception {
+    LockClient a = client("holdfast.fair.waiter-timeout", "60s");
+    LockClient b = client("holdfast.fair.waiter-timeout", "60s");
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock();
+    CountDownLatch queued = new CountDownLatch(1);
+    Future<Boolean> quitter = threads.submit(() -> {
+      queued.countDown();
+      return b.getFairLock("fair").tryLock(1_500, TimeUnit.MILLISECONDS);
+    });
+    queued.await();
+    awaitQueue(1);
+    enqueue("next:1", 60_000);
+    try (Listener next = new Listener("redisson_lock__channel:{fair}:next:1")) {
+      assertFalse(quitter.get(20, TimeUnit.SECONDS));
+      assertEquals("0", next.next(), "the new head learns the holder's lease, not its own park");
+    }
+    assertEquals(List.of("next:1"), queue());
+    holder.unlock();
+  }
+
+  @Test
+  void nestedUnlockThatShortensTheLease_wakesTheHead() throws Exception {
+    LockClient a = client();
+    DistributedLock holder = a.getFairLock("fair");
+    holder.lock(5, TimeUnit.SECONDS);
+    enqueue("next:1", 60_000);
+    holder.lock(60, TimeUnit.SECONDS); // the head is told about a minute
+    try (Listener next = new Listener("redisson_lock__channel:{fair}:next:1")) {
+      holder.unlock(); // back to the outer section's few seconds
+      assertEquals("0", next.next(), "the head learns that the lock expires sooner");
+    }
+    try (Jedis jedis = redis.server().admin()) {
+      assertTrue(jedis.pttl("fair") <= 5_000, "the outer section's lease: " + jedis.pttl("fair"));
+    }
+    holder.unlock();
   }
 
   @Test

@@ -243,6 +243,89 @@ class ReadWriteLockTest {
   }
 
   @Test
+  void readHolder_tryingTheWriteLockWithoutWaiting_getsFalse_whileTheWaitingFormsThrow()
+      throws Exception {
+    DistributedReadWriteLock rw = client.getReadWriteLock("upgrade");
+    rw.readLock().lock();
+    Map<String, String> before;
+    try (Jedis jedis = admin()) {
+      before = jedis.hgetAll("upgrade");
+    }
+    // As ReentrantReadWriteLock: an attempt that does not wait cannot hang, it just fails.
+    assertFalse(rw.writeLock().tryLock());
+    assertFalse(rw.writeLock().tryLock(0, TimeUnit.SECONDS));
+    assertFalse(rw.writeLock().tryLock(-1, TimeUnit.SECONDS));
+    assertFalse(rw.writeLock().tryLock(0, 10, TimeUnit.SECONDS));
+    assertThrows(IllegalStateException.class, () -> rw.writeLock().lock());
+    assertThrows(IllegalStateException.class, () -> rw.writeLock().lockInterruptibly());
+    assertThrows(IllegalStateException.class,
+        () -> rw.writeLock().tryLock(1, TimeUnit.MILLISECONDS));
+    assertThrows(IllegalStateException.class,
+        () -> rw.writeLock().tryLock(1, 10, TimeUnit.SECONDS));
+    try (Jedis jedis = admin()) {
+      assertEquals(before, jedis.hgetAll("upgrade"), "Redis untouched");
+    }
+    assertFalse(rw.writeLock().isHeldByCurrentThread());
+    assertEquals(1, rw.readLock().getHoldCount());
+    rw.readLock().unlock();
+    assertTrue(rw.writeLock().tryLock());
+    rw.writeLock().unlock();
+  }
+
+  @Test
+  void readHold_forceUnlockedOnTheSameClient_noLongerBlocksItsThreadsWriteLock()
+      throws Exception {
+    DistributedReadWriteLock rw = client.getReadWriteLock("lost-read");
+    rw.readLock().lock();
+    assertTrue(rw.readLock().forceUnlock());
+    assertFalse(rw.readLock().isHeldByCurrentThread());
+    assertEquals(0, rw.readLock().getHoldCount());
+
+    assertTrue(rw.writeLock().tryLock(5, TimeUnit.SECONDS));
+    assertTrue(rw.writeLock().isHeldByCurrentThread());
+    rw.writeLock().unlock();
+    rw.writeLock().lock();
+    assertTrue(rw.writeLock().isHeldByCurrentThread());
+    rw.writeLock().unlock();
+    assertThrows(IllegalMonitorStateException.class, rw.readLock()::unlock,
+        "the lost read section still reports its loss");
+    assertFalse(rw.writeLock().isLocked());
+  }
+
+  @Test
+  void readHold_whoseFixedLeaseRanOut_noLongerBlocksItsThreadsWriteLock() throws Exception {
+    LossRecorder losses = LossRecorder.on(client);
+    DistributedReadWriteLock rw = client.getReadWriteLock("expired-read");
+    rw.readLock().lock(300, TimeUnit.MILLISECONDS);
+    losses.awaitFirst(Duration.ofSeconds(10), "read lease ran out");
+    assertFalse(rw.readLock().isHeldByCurrentThread());
+    assertEquals(0, rw.readLock().getHoldCount());
+
+    rw.writeLock().lock();
+    assertTrue(rw.writeLock().isHeldByCurrentThread());
+    rw.writeLock().unlock();
+    assertTrue(rw.writeLock().tryLock(5, TimeUnit.SECONDS));
+    rw.writeLock().unlock();
+    assertThrows(IllegalMonitorStateException.class, rw.readLock()::unlock);
+    assertFalse(rw.writeLock().isLocked());
+  }
+
+  @Test
+  void readHold_pastItsFixedLeaseButNotYetReported_noLongerBlocksItsThreadsWriteLock()
+      throws Exception {
+    DistributedReadWriteLock rw = client.getReadWriteLock("expired-read");
+    rw.readLock().lock(200, TimeUnit.MILLISECONDS);
+    Await.until(Duration.ofSeconds(10), () -> {
+      try (Jedis jedis = admin()) {
+        return !jedis.exists("expired-read");
+      }
+    }, "read lease over in Redis");
+    assertTrue(rw.writeLock().tryLock(5, TimeUnit.SECONDS));
+    rw.writeLock().unlock();
+    assertThrows(IllegalMonitorStateException.class, rw.readLock()::unlock);
+  }
+
+  @Test
   void crashedReader_stopsBlockingWriter_whenItsLeaseEnds_whileLiveReaderKeepsItsOwn()
       throws Exception {
     LockClient crashing = clients.create(config, "holdfast.watchdog-timeout", "600ms");
