@@ -157,6 +157,32 @@ class ClusterSlotMigrationTest {
     moved.unlock();
   }
 
+  @Test
+  void releaseRefusedUntilItsTimeIsUp_isReportedAsNotRun_andLeavesNoPendingRelease() {
+    LockClient quick = clients.create(Map.of("holdfast.redis.mode", "cluster",
+        "holdfast.redis.nodes", cluster.seedNodes(),
+        "holdfast.redis.timeout", "300ms"));
+    DistributedLock lock = quick.getLock("{refused}held");
+    lock.lock();
+    Hold hold = Clients.engine(quick).holds().values().iterator().next();
+
+    try (SlotMigration migration = cluster.startSlotMigration(slotOf(lock))) {
+      migration.moveKeys(lock.getName());
+      // The release's marker key is on neither side: TRYAGAIN for as long as the slot is open.
+      RedisUnavailableException refused =
+          org.junit.jupiter.api.Assertions.assertThrows(RedisUnavailableException.class,
+              lock::unlock);
+      assertFalse(refused.mayHaveRun(), refused.getMessage());
+      assertTrue(refused.getMessage().contains("TRYAGAIN"), refused.getMessage());
+      assertNull(hold.pendingRelease(), "a release that did not run is not pending");
+      assertEquals(1, hold.count());
+      assertTrue(lock.isHeldByCurrentThread(), "the hold stands, read through ASK");
+      assertTrue(migration.targetHas(lock.getName()));
+    }
+    lock.unlock();
+    assertFalse(lock.isLocked());
+  }
+
   // ---- Helpers ----
 
   private List<DistributedLock> lockMany(String prefix, int count) {
