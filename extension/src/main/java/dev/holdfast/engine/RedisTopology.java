@@ -367,9 +367,9 @@ abstract class RedisTopology implements AutoCloseable {
    * Runs a script with {@code EVALSHA}, loading it with {@code EVAL} when the server does not
    * know it (restart, failover, {@code SCRIPT FLUSH}). Connection failures are retried, and in
    * a cluster redirections are followed and {@code TRYAGAIN} waited out (see
-   * {@link #call}); every attempt after the first is <em>sealed</em> ({@code args.apply(true)}),
-   * so that the script records its outcome and a delayed copy of an earlier attempt cannot
-   * apply twice.
+   * {@link #call}); every attempt after one that got no answer is <em>sealed</em>
+   * ({@code args.apply(true)}), so that the script records its outcome and a delayed copy of an
+   * earlier attempt cannot apply twice (an attempt refused before it ran leaves no such copy).
    *
    * @param sealFirst whether the first attempt is sealed too (the request was sent before)
    * @throws RedisUnavailableException when no attempt ran: {@link
@@ -412,7 +412,8 @@ abstract class RedisTopology implements AutoCloseable {
    *       re-sent after a short pause, growing up to {@link #NOT_RUN_MAX_PAUSE_MILLIS}.</li>
    * </ul>
    * Refused calls are re-sent until the call's time ({@code timeout * (attempts + 1)}) is up;
-   * the exception then says whether any attempt may have run.
+   * the exception then says whether any attempt may have run. Attempts are sealed from the
+   * first one after a send that may have run (or from the first, with {@code sealFirst}).
    */
   private <T> T call(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
       boolean sealFirst, int attempts, Exchange<T> exchange) {
@@ -422,8 +423,9 @@ abstract class RedisTopology implements AutoCloseable {
     int refused = 0;
     HostAndPort askedTo = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (attempts + 1);
-    for (int attempt = 1; ; attempt++) {
-      List<String> arguments = args.apply(sealFirst || attempt > 1);
+    while (true) {
+      // Sealed once an earlier send may have run; a refused send leaves no copy to guard against.
+      List<String> arguments = args.apply(sealFirst || mayHaveRun);
       HostAndPort target = askedTo;
       askedTo = null;
       long pauseMillis = 0;
@@ -436,7 +438,7 @@ abstract class RedisTopology implements AutoCloseable {
         last = e;
         if (e instanceof JedisAskDataException && target == null) {
           askedTo = e.getTargetNode();
-          continue; // follow it now: the script did not run, and this is no retry
+          continue; // follow it at once: the script did not run
         }
         refreshTopology();
         pauseMillis = pauseAfterRefusal(++refused, false);
