@@ -134,6 +134,17 @@ final class LeaseWatchdog {
       List<Integer> elsewhere;
       try {
         elsewhere = renewOn(topology.renewal(), batch, epochs);
+      } catch (RedisUnavailableException e) {
+        if (e.mayHaveRun() || batch.size() == 1) {
+          failed(batch, e);
+          return false;
+        }
+        // Refused as a whole, never run: a slot-routed batch (Redis 6.2) whose slot is
+        // migrating with some keys on each side gets TRYAGAIN; one key at a time does not.
+        elsewhere = new ArrayList<>(batch.size());
+        for (int i = 0; i < batch.size(); i++) {
+          elsewhere.add(i);
+        }
       } catch (RuntimeException e) {
         failed(batch, e);
         return false;
