@@ -14,7 +14,9 @@ import java.util.concurrent.TimeUnit;
 /**
  * Keeps watchdog holds alive: every third of the watchdog timeout, a round renews every such hold
  * of the client, batched — one script call per chunk of {@value #BATCH} holds on each node (per
- * slot on a Redis 6.2 cluster, whose scripts cannot span slots) — and reports holds that Redis no longer has as lost.
+ * slot on a Redis 6.2 cluster, whose scripts cannot span slots) — and reports holds that Redis
+ * no longer has as lost. A hold whose slot the node no longer serves (moved, or migrating with
+ * its key gone) is renewed on its own where Redis redirects it, never reported lost for that.
  *
  * <p>The round itself runs on the scheduler and only sorts holds by node; each node's renewals
  * run as one task on the I/O pool, and a node whose previous renewals are still in flight is
@@ -109,7 +111,12 @@ final class LeaseWatchdog {
     }
   }
 
-  /** Renews one batch (one slot); false if Redis did not answer or failed. */
+  /**
+   * Renews one batch (one node, or one slot); false if some hold of it could not be renewed
+   * this round (Redis did not answer or failed). Holds the batch's node no longer serves (their
+   * slot moved or is migrating) are renewed one by one where Redis redirects them, in the same
+   * round: they are neither lost nor allowed to hold up the rest of the batch.
+   */
   private boolean renew(List<Hold> candidates) {
     List<Hold> batch = new ArrayList<>(candidates.size());
     List<Long> epochs = new ArrayList<>(candidates.size());
@@ -123,6 +130,54 @@ final class LeaseWatchdog {
     if (batch.isEmpty()) {
       return true;
     }
+    try {
+      List<Integer> elsewhere;
+      try {
+        elsewhere = renewOn(topology.renewal(), batch, epochs);
+      } catch (RedisUnavailableException e) {
+        if (e.mayHaveRun() || batch.size() == 1) {
+          failed(batch, e);
+          return false;
+        }
+        // Refused as a whole, never run: a slot-routed batch (Redis 6.2) whose slot is
+        // migrating with some keys on each side gets TRYAGAIN; one key at a time does not.
+        elsewhere = new ArrayList<>(batch.size());
+        for (int i = 0; i < batch.size(); i++) {
+          elsewhere.add(i);
+        }
+      } catch (RuntimeException e) {
+        failed(batch, e);
+        return false;
+      }
+      boolean renewedAll = true;
+      for (int i : elsewhere) {
+        Hold h = batch.get(i);
+        try {
+          // Slot-routed, one key: a MOVED refreshes the slot map, an ASK is followed.
+          if (!renewOn(LockScripts.RENEW, List.of(h), List.of(epochs.get(i))).isEmpty()) {
+            throw new LockException("the node serving " + h.names.key() + " did not take it ("
+                + topology.nodeName(h.names.key()) + ")");
+          }
+        } catch (RuntimeException e) {
+          failed(List.of(h), e);
+          renewedAll = false;
+        }
+      }
+      return renewedAll;
+    } finally {
+      batch.forEach(Hold::renewalEnded);
+    }
+  }
+
+  /**
+   * One renewal call for {@code batch} (their renewals started at {@code epochs}), applying each
+   * answer to its hold.
+   *
+   * @return the positions in {@code batch} of the holds the node could not tell about (-1: not
+   *     served there)
+   * @throws RuntimeException if Redis did not answer, failed, or the replicas did not confirm
+   */
+  private List<Integer> renewOn(LockScript script, List<Hold> batch, List<Long> epochs) {
     List<String> keys = new ArrayList<>(batch.size());
     List<String> args = new ArrayList<>(2 * batch.size() + 1);
     args.add(Long.toString(leaseMillis));
@@ -131,50 +186,52 @@ final class LeaseWatchdog {
       args.add(h.field);
       args.add(h.names.kind().renewalDetail(h.names, h.field));
     }
-    try {
-      long sentAt = System.nanoTime();
-      RedisTopology.Replicated replicated = topology.evalReplicated(topology.renewal(), keys,
-          sealed -> args, false);
-      List<?> renewed = (List<?>) replicated.reply();
-      long until = LockEngine.confirmedUntil(sentAt, leaseMillis);
-      for (int i = 0; i < batch.size(); i++) {
-        Hold h = batch.get(i);
-        long epoch = epochs.get(i);
-        if (((Number) renewed.get(i)).longValue() == 1) {
-          // A renewal the replicas did not acknowledge might not survive a failover: the hold
-          // keeps the lease it had, and is lost at its deadline unless a later renewal is.
-          if (replicated.confirmed()) {
-            h.renewed(epoch, until);
-            engine.watchDeadline(h);
-            engine.observer().renewal(h.template, true);
-          }
-        } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
-          if (replicated.confirmed()) { // else the whole batch is reported below
-            renewalFailed(h, "the lock is no longer held by this thread in Redis");
-          }
-          // Unchanged since the renewal was sent: no release of its own explains the miss.
-          engine.lose(h, LossCause.GONE,
-              "the lease renewal found the lock no longer held by this thread: it "
-              + "expired while Redis was unreachable, was force-unlocked, or was lost in a "
-              + "Redis restart or failover");
+    long sentAt = System.nanoTime();
+    RedisTopology.Replicated replicated = topology.evalReplicated(script, keys,
+        sealed -> args, false);
+    List<?> renewed = (List<?>) replicated.reply();
+    long until = LockEngine.confirmedUntil(sentAt, leaseMillis);
+    List<Integer> elsewhere = new ArrayList<>(0);
+    for (int i = 0; i < batch.size(); i++) {
+      Hold h = batch.get(i);
+      long epoch = epochs.get(i);
+      long answer = ((Number) renewed.get(i)).longValue();
+      if (answer == 1) {
+        // A renewal the replicas did not acknowledge might not survive a failover: the hold
+        // keeps the lease it had, and is lost at its deadline unless a later renewal is.
+        if (replicated.confirmed()) {
+          h.renewed(epoch, until);
+          engine.watchDeadline(h);
+          engine.observer().renewal(h.template, true);
         }
+      } else if (answer < 0) {
+        elsewhere.add(i);
+      } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
+        if (replicated.confirmed()) { // else the whole batch is reported by the caller
+          renewalFailed(h, "the lock is no longer held by this thread in Redis");
+        }
+        // Unchanged since the renewal was sent: no release of its own explains the miss.
+        engine.lose(h, LossCause.GONE,
+            "the lease renewal found the lock no longer held by this thread: it "
+            + "expired while Redis was unreachable, was force-unlocked, or was lost in a "
+            + "Redis restart or failover");
       }
-      if (!replicated.confirmed()) {
-        throw new LockException(replicated.acknowledged() + " of " + replicated.replicas()
-            + " replicas acknowledged the renewal in time (holdfast.redis.sync-replicas)");
-      }
-      return true;
-    } catch (RuntimeException e) {
-      for (Hold h : batch) {
-        renewalFailed(h, e.getMessage());
-      }
-      if (!failingNodes.contains(topology.renewalNode(batch.get(0).names.key()))) {
-        LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + leaseMillis / 3
-            + "ms. Locks are lost if this lasts " + leaseMillis + "ms: " + e.getMessage());
-      }
-      return false;
-    } finally {
-      batch.forEach(Hold::renewalEnded);
+    }
+    if (!replicated.confirmed()) {
+      throw new LockException(replicated.acknowledged() + " of " + replicated.replicas()
+          + " replicas acknowledged the renewal in time (holdfast.redis.sync-replicas)");
+    }
+    return elsewhere;
+  }
+
+  /** Reports a failed renewal of {@code holds}, logging once per outage of their node. */
+  private void failed(List<Hold> holds, RuntimeException e) {
+    for (Hold h : holds) {
+      renewalFailed(h, e.getMessage());
+    }
+    if (!failingNodes.contains(topology.renewalNode(holds.get(0).names.key()))) {
+      LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + leaseMillis / 3
+          + "ms. Locks are lost if this lasts " + leaseMillis + "ms: " + e.getMessage());
     }
   }
 

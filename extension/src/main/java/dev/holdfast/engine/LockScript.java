@@ -13,9 +13,14 @@ final class LockScript {
 
   /**
    * Every lock script may be asked, by a last argument {@code auto}, to report how many replicas
-   * are connected to the server that ran it, so that the caller knows whether to {@code WAIT}
-   * without another round trip: it then returns {@code {result, replicas}}. Scripts read their
-   * arguments by position, so the extra last one is invisible to them.
+   * of the server that ran it can acknowledge writes, so that the caller knows whether to
+   * {@code WAIT} without another round trip: it then returns {@code {result, replicas}}. Scripts
+   * read their arguments by position, so the extra last one is invisible to them.
+   *
+   * <p>Only replicas in state {@code online} count: {@code connected_slaves} also counts those in
+   * their initial sync ({@code wait_bgsave}, {@code send_bulk}), which acknowledge nothing until
+   * it ends — with Redis 7's 5 s diskless-sync delay, longer than a sync timeout — and could not
+   * be promoted meanwhile either.
    */
   private static final String REPORT_REPLICAS = """
       local function run()
@@ -27,7 +32,11 @@ final class LockScript {
         if string.find(info, 'connected_slaves:0\\r', 1, true) then
           return {result, 0}
         end
-        return {result, tonumber(string.match(info, 'connected_slaves:(%%d+)')) or 0}
+        local online = 0
+        for _ in string.gmatch(info, 'slave%%d+:[^\\r\\n]*state=online') do
+          online = online + 1
+        end
+        return {result, online}
       end
       return result
       """;

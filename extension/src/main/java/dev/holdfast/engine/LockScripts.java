@@ -252,48 +252,69 @@ final class LockScripts {
    * ARGV[2i]   hash field of hold i
    * ARGV[2i+1] what else the hold's kind renews ({@link LockKind#renewalDetail}); '' for none;
    *            'read:<prefix>' for a read hold, whose own timeout keys are <prefix>:1..count
-   * returns a list with, for each hold, 1 if it was renewed (its TTL is now at least the lease)
-   *   or 0 if it is no longer held
+   * returns a list with, for each hold, 1 if it was renewed (its TTL is now at least the lease),
+   *   0 if it is no longer held, or -1 if this node could not tell: a key of the hold is not
+   *   served here (its slot moved, or is migrating and the key already left), so the hold must
+   *   be renewed where its slot is now
    * </pre>
+   *
+   * Every access is a {@code redis.pcall}: a script spanning slots declares no keys, so Redis
+   * cannot redirect it, and one key that is not local would otherwise abort the whole batch
+   * ("Script attempted to access a non local key"). A hold answered -1 may have been renewed
+   * partly (some timeout keys of a read hold); renewing it again elsewhere is harmless.
    */
   static final LockScript RENEW = new LockScript("renew", """
+      local function call(...)
+        local reply = redis.pcall(...)
+        if type(reply) == 'table' and reply.err then
+          error(reply)
+        end
+        return reply
+      end
       -- A read hold (detail 'read:<its timeout key prefix>') lives while one of its own timeout
       -- keys does: renew those, never shortening, and keep the hash at least as long.
       local function renew_reader(key, field, prefix, lease)
-        local count = tonumber(redis.call('hget', key, field) or '0')
+        local count = tonumber(call('hget', key, field) or '0')
         local alive = 0
         for n = 1, count do
-          local ttl = redis.call('pttl', prefix .. ':' .. n)
+          local ttl = call('pttl', prefix .. ':' .. n)
           if ttl ~= -2 then
             alive = 1
             if ttl >= 0 and ttl < lease then
-              redis.call('pexpire', prefix .. ':' .. n, lease)
+              call('pexpire', prefix .. ':' .. n, lease)
             end
           end
         end
-        if alive == 1 and redis.call('pttl', key) < lease then
-          redis.call('pexpire', key, lease)
+        if alive == 1 and call('pttl', key) < lease then
+          call('pexpire', key, lease)
         end
         return alive
+      end
+      local function renew(key, field, detail, lease)
+        if string.sub(detail, 1, 5) == 'read:' then
+          return renew_reader(key, field, string.sub(detail, 6), lease)
+        elseif call('hexists', key, field) == 1 then
+          if call('pttl', key) < lease then
+            call('pexpire', key, lease)
+          end
+          return 1
+        end
+        return 0
       end
       local renewed = {}
       local lease = tonumber(ARGV[1])
       for i = 1, #KEYS do
-        local field = ARGV[2 * i]
-        local detail = ARGV[2 * i + 1]
-        if string.sub(detail, 1, 5) == 'read:' then
-          renewed[i] = renew_reader(KEYS[i], field, string.sub(detail, 6), lease)
-        elseif redis.call('hexists', KEYS[i], field) == 1 then
-          if redis.call('pttl', KEYS[i]) < lease then
-            redis.call('pexpire', KEYS[i], lease)
-          end
-          renewed[i] = 1
-        else
-          renewed[i] = 0
-        end
+        local ok, result = pcall(renew, KEYS[i], ARGV[2 * i], ARGV[2 * i + 1], lease)
+        renewed[i] = ok and result or -1
       end
       return renewed
       """);
+
+  /**
+   * Changes nothing; sent with the last argument {@code auto}, it answers {@code {0, replicas}}:
+   * how many replicas of the node can acknowledge writes now ({@link LockScript}).
+   */
+  static final LockScript ONLINE_REPLICAS = new LockScript("replicas", "return 0");
 
   /** {@link #RENEW} for a whole Redis 7+ cluster node in one call. */
   static final LockScript RENEW_ACROSS_SLOTS = RENEW.acrossSlots();

@@ -514,7 +514,7 @@ final class RedisLock implements FencedLock {
         reply = (List<?>) replicated.reply();
         uncertain = false;
       } catch (RedisUnavailableException e) {
-        uncertain = true;
+        uncertain |= e.mayHaveRun(); // a refused re-send leaves an earlier send's doubt
         throw e;
       } finally {
         if (hold != null) {
@@ -751,7 +751,9 @@ final class RedisLock implements FencedLock {
         unconfirmed("unlock()", replicated);
       }
     } catch (RedisUnavailableException e) {
-      hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      if (e.mayHaveRun()) { // else nothing ran (redirected, TRYAGAIN): the hold stands as it was
+        hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      }
       throw e;
     } finally {
       hold.endCall();
@@ -855,7 +857,11 @@ final class RedisLock implements FencedLock {
         outcome = WaitEntry.Waiter.DECLINED;
       }
     } catch (RedisUnavailableException e) {
-      hold.pendingRelease(new Hold.Pending(releaseId, 1, ttl, sentAt));
+      if (e.mayHaveRun()) {
+        hold.pendingRelease(new Hold.Pending(releaseId, 1, ttl, sentAt));
+      } else {
+        outcome = WaitEntry.Waiter.DECLINED; // nothing ran: neither side changed
+      }
       throw e;
     } finally {
       hold.endCall();

@@ -20,6 +20,7 @@ import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.CommandObject;
 import redis.clients.jedis.CommandObjects;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.ConnectionPoolConfig;
@@ -35,7 +36,9 @@ import redis.clients.jedis.RedisSentinelClient;
 import redis.clients.jedis.Response;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.exceptions.JedisAccessControlException;
+import redis.clients.jedis.exceptions.JedisAskDataException;
 import redis.clients.jedis.exceptions.JedisConnectionException;
+import redis.clients.jedis.exceptions.JedisDataException;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.exceptions.JedisNoScriptException;
 import redis.clients.jedis.exceptions.JedisRedirectionException;
@@ -55,6 +58,9 @@ abstract class RedisTopology implements AutoCloseable {
   /** Attempts for one script call; replays are safe because the scripts are idempotent. */
   static final int ATTEMPTS = 3;
 
+  /** Attempts for one read-only query in a cluster, redirections included. */
+  private static final int QUERY_ATTEMPTS = 5;
+
   private static final Pattern VERSION = Pattern.compile("redis_version:(\\d+)\\.");
 
   /** How long a node's reported replica count is trusted before a script reports it again. */
@@ -68,7 +74,7 @@ abstract class RedisTopology implements AutoCloseable {
   /** {@link LockClientConfig#syncReplicas()}. */
   private final int syncReplicas;
   private final int syncTimeoutMillis;
-  /** {@code auto}: the replicas connected to each node, as last reported by a script. */
+  /** {@code auto}: the online replicas of each node, as last reported by a script. */
   private final Map<HostAndPort, KnownReplicas> knownReplicas = new ConcurrentHashMap<>();
   private volatile LockObserver observer = LockObserver.NONE;
 
@@ -270,7 +276,10 @@ abstract class RedisTopology implements AutoCloseable {
   /** The node that takes commands: the server, the current master, or a cluster primary. */
   abstract HostAndPort primary();
 
-  /** The client that runs commands (scripts, HGET, PTTL). */
+  /**
+   * The client that runs read-only queries (HGET, PTTL, EXISTS); never a script, which runs on
+   * a connection of its own so that its retries stay sealed.
+   */
   abstract UnifiedJedis commands();
 
   /** A pooled connection to the node that serves {@code key}; close it to return it. */
@@ -281,6 +290,26 @@ abstract class RedisTopology implements AutoCloseable {
 
   /** Refreshes cached topology after a subscriber connection failed or was moved. */
   void refreshTopology() {
+  }
+
+  /**
+   * Whether this deployment redirects commands ({@code MOVED}, {@code ASK}, {@code TRYAGAIN}):
+   * a cluster. Elsewhere such a reply is an error like any other.
+   */
+  boolean followsRedirections() {
+    return false;
+  }
+
+  /** A pooled connection to {@code node}, the target of a redirection (cluster only). */
+  Connection connectionTo(HostAndPort node) {
+    throw new UnsupportedOperationException("no redirections in " + getClass().getSimpleName());
+  }
+
+  /**
+   * After a call got no answer: refreshes cached topology where a node may have gone (a
+   * cluster's slot map, as Jedis' own cluster retries do); never throws.
+   */
+  void refreshAfterFailure() {
   }
 
   /** Whether unlocks are published with {@code SPUBLISH} and awaited with {@code SSUBSCRIBE}. */
@@ -336,12 +365,16 @@ abstract class RedisTopology implements AutoCloseable {
 
   /**
    * Runs a script with {@code EVALSHA}, loading it with {@code EVAL} when the server does not
-   * know it (restart, failover, {@code SCRIPT FLUSH}). Connection failures are retried; every
-   * attempt after the first is <em>sealed</em> ({@code args.apply(true)}), so that the script
-   * records its outcome and a delayed copy of an earlier attempt cannot apply twice.
+   * know it (restart, failover, {@code SCRIPT FLUSH}). Connection failures are retried, and in
+   * a cluster redirections are followed and {@code TRYAGAIN} waited out (see
+   * {@link #call}); every attempt after one that got no answer is <em>sealed</em>
+   * ({@code args.apply(true)}), so that the script records its outcome and a delayed copy of an
+   * earlier attempt cannot apply twice (an attempt refused before it ran leaves no such copy).
    *
    * @param sealFirst whether the first attempt is sealed too (the request was sent before)
-   * @throws RedisUnavailableException when no attempt got an answer: the call may have run
+   * @throws RedisUnavailableException when no attempt ran: {@link
+   *     RedisUnavailableException#mayHaveRun()} says whether one may have (no answer) or none
+   *     did (every one redirected or refused until the call's time was up)
    * @throws LockException when Redis answered with an error
    */
   final Object eval(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
@@ -352,42 +385,136 @@ abstract class RedisTopology implements AutoCloseable {
   /** Like {@link #eval(LockScript, List, Function, boolean)}, with at most {@code attempts}. */
   final Object eval(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
       boolean sealFirst, int attempts) {
+    return call(script, keys, args, sealFirst, attempts,
+        (c, arguments, asking) -> evalOn(c, script, keys, arguments, asking));
+  }
+
+  /** One exchange of a call on a connection: the script, and what goes with it. */
+  @FunctionalInterface
+  private interface Exchange<T> {
+    /**
+     * @param asking whether {@code c} is to the target of an {@code ASK} redirection: the
+     *     script must then be preceded by {@code ASKING} in the same exchange
+     */
+    T run(Connection c, List<String> arguments, boolean asking);
+  }
+
+  /**
+   * Runs {@code exchange} on a connection to the node serving {@code keys.get(0)}, with the
+   * retry rules of {@link #eval(LockScript, List, Function, boolean)}:
+   * <ul>
+   *   <li>no answer (connection failure): the call may have run; re-sent, sealed, at most
+   *       {@code attempts} times in all (a cluster refreshes its slot map first);</li>
+   *   <li>{@code MOVED}: not run; the slot map is refreshed and the call re-sent;</li>
+   *   <li>{@code ASK} (the slot is migrating and a key already left): not run; followed at once
+   *       by {@code ASKING} and the script on the target's connection, in one exchange;</li>
+   *   <li>{@code TRYAGAIN} (a migration holds some of the call's keys on each side): not run;
+   *       re-sent after a short pause, growing up to {@link #NOT_RUN_MAX_PAUSE_MILLIS}.</li>
+   * </ul>
+   * Refused calls are re-sent until the call's time ({@code timeout * (attempts + 1)}) is up;
+   * the exception then says whether any attempt may have run. Attempts are sealed from the
+   * first one after a send that may have run (or from the first, with {@code sealFirst}).
+   */
+  private <T> T call(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
+      boolean sealFirst, int attempts, Exchange<T> exchange) {
     JedisException last = null;
+    boolean mayHaveRun = false;
+    int unanswered = 0;
+    int refused = 0;
+    HostAndPort askedTo = null;
     long deadline = System.nanoTime() + timeout.toNanos() * (attempts + 1);
-    for (int attempt = 1; attempt <= attempts; attempt++) {
-      List<String> arguments = args.apply(sealFirst || attempt > 1);
-      try {
-        if (script.crossSlot()) {
-          try (Connection c = connection(keys.get(0))) {
-            return evalOn(c, script, keys, arguments);
-          }
+    while (true) {
+      // Sealed once an earlier send may have run; a refused send leaves no copy to guard against.
+      List<String> arguments = args.apply(sealFirst || mayHaveRun);
+      HostAndPort target = askedTo;
+      askedTo = null;
+      long pauseMillis = 0;
+      try (Connection c = target == null ? connection(keys.get(0)) : connectionTo(target)) {
+        return exchange.run(c, arguments, target != null);
+      } catch (JedisRedirectionException e) {
+        if (!followsRedirections()) {
+          throw failed(script, keys, e);
         }
-        try {
-          return commands().evalsha(script.sha1(), keys, arguments);
-        } catch (JedisNoScriptException e) {
-          return commands().eval(script.source(), keys, arguments);
+        last = e;
+        if (e instanceof JedisAskDataException && target == null) {
+          askedTo = e.getTargetNode();
+          continue; // follow it at once: the script did not run
         }
+        refreshTopology();
+        pauseMillis = pauseAfterRefusal(++refused, false);
       } catch (JedisConnectionException e) {
         last = e;
-        if (System.nanoTime() - deadline > 0) {
+        mayHaveRun = true;
+        refreshAfterFailure();
+        if (++unanswered >= attempts) {
           break;
         }
       } catch (JedisException e) {
-        if (unanswered(e)) {
+        if (tryAgain(e) && followsRedirections()) {
           last = e;
-          if (System.nanoTime() - deadline > 0) {
+          pauseMillis = pauseAfterRefusal(++refused, true);
+        } else if (unanswered(e)) {
+          last = e;
+          mayHaveRun = true;
+          if (++unanswered >= attempts) {
             break;
           }
-          continue;
+        } else {
+          throw failed(script, keys, e);
         }
-        observer.redisError(script.name(), false);
-        throw new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
-            + ": " + explain(e.getMessage()), e);
+      }
+      if (System.nanoTime() - deadline > 0 || !pause(pauseMillis)) {
+        break;
       }
     }
     observer.redisError(script.name(), true);
-    throw new RedisUnavailableException("Redis did not answer the " + script.name()
-        + " script on key " + keys.get(0) + ": " + explain(last.getMessage()), last);
+    throw new RedisUnavailableException((mayHaveRun ? "Redis did not answer the "
+        : "Redis did not run the ") + script.name() + " script on key " + keys.get(0) + ": "
+        + explain(last.getMessage()), last, mayHaveRun);
+  }
+
+  /** First pause before re-sending a call that was refused more than once (not run). */
+  static final long NOT_RUN_FIRST_PAUSE_MILLIS = 5;
+  /** Longest pause between re-sends of a refused call: a slot migration ends in milliseconds. */
+  static final long NOT_RUN_MAX_PAUSE_MILLIS = 100;
+
+  /**
+   * The pause before re-sending a call refused for the {@code refused}th time: none after a
+   * first {@code MOVED} (the refreshed slot map is likely right), else 5 ms doubling up to the
+   * maximum.
+   */
+  static long pauseAfterRefusal(int refused, boolean tryAgain) {
+    int step = tryAgain ? refused - 1 : refused - 2;
+    if (step < 0) {
+      return 0;
+    }
+    return Math.min(NOT_RUN_MAX_PAUSE_MILLIS, NOT_RUN_FIRST_PAUSE_MILLIS << Math.min(step, 5));
+  }
+
+  /** Sleeps; false if the thread was interrupted (its flag is kept), which ends the call. */
+  private static boolean pause(long millis) {
+    if (millis <= 0) {
+      return true;
+    }
+    try {
+      Thread.sleep(millis);
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  private LockException failed(LockScript script, List<String> keys, JedisException e) {
+    observer.redisError(script.name(), false);
+    return new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
+        + ": " + explain(e.getMessage()), e);
+  }
+
+  /** {@code -TRYAGAIN}: a multi-key call met a slot whose keys are partly migrated; not run. */
+  private static boolean tryAgain(JedisException e) {
+    return e instanceof JedisDataException && e.getMessage() != null
+        && e.getMessage().startsWith("TRYAGAIN");
   }
 
   /** Failures that say nothing about whether the command ran (cluster retries exhausted). */
@@ -409,15 +536,13 @@ abstract class RedisTopology implements AutoCloseable {
     return message;
   }
 
-
-
   /**
    * A script's reply, and whether the replicas acknowledged what it wrote as
    * {@link LockClientConfig#syncReplicas()} asks.
    *
-   * @param replicas the replicas the call waited for (0: none were connected, or none asked)
+   * @param replicas the replicas the call waited for (0: none were online, or none asked)
    * @param required how many acknowledgements make the write confirmed: N for a fixed number,
-   *     1 for {@code auto} with replicas connected, 0 otherwise
+   *     1 for {@code auto} with replicas online, 0 otherwise
    * @param acknowledged how many acknowledged within the sync timeout
    */
   record Replicated(Object reply, long replicas, long required, long acknowledged) {
@@ -435,12 +560,13 @@ abstract class RedisTopology implements AutoCloseable {
    * Like {@link #eval(LockScript, List, Function, boolean)} for a call that changes a lock's
    * state, followed on the same connection by {@code WAIT} as configured: {@code none} sends no
    * {@code WAIT}; a number {@code N} pipelines {@code WAIT N} with the script (one round trip);
-   * {@code auto} sends {@code WAIT <connected replicas>} after the script only when some are
-   * connected — so with no replica, no round trip is added. The count is what a script reported
+   * {@code auto} sends {@code WAIT <online replicas>} after the script only when some are
+   * online (a replica still in its initial sync acknowledges nothing and is not counted) — so
+   * with no replica, no round trip is added. The count is what a script reported
    * (INFO replication, run inside the script, no extra round trip) less than a second ago, and is
    * asked again after a {@code WAIT} that fell short.
    *
-   * @throws RedisUnavailableException when no attempt got an answer: the call may have run
+   * @throws RedisUnavailableException as for {@link #eval(LockScript, List, Function, boolean)}
    * @throws LockException when Redis answered with an error
    */
   final Replicated evalReplicated(LockScript script, List<String> keys,
@@ -448,42 +574,18 @@ abstract class RedisTopology implements AutoCloseable {
     if (syncReplicas == LockClientConfig.SYNC_REPLICAS_NONE) {
       return Replicated.unreplicated(eval(script, keys, args, sealFirst));
     }
-    JedisException last = null;
-    long deadline = System.nanoTime() + timeout.toNanos() * (ATTEMPTS + 1);
-    for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      List<String> arguments = args.apply(sealFirst || attempt > 1);
-      try (Connection c = connection(keys.get(0))) {
-        return runReplicated(c, script, keys, arguments);
-      } catch (JedisRedirectionException e) {
-        last = e; // not run here: the slot moved
-        refreshTopology();
-      } catch (JedisConnectionException e) {
-        last = e;
-        if (System.nanoTime() - deadline > 0) {
-          break;
-        }
-      } catch (JedisException e) {
-        if (!unanswered(e)) {
-          observer.redisError(script.name(), false);
-          throw new LockException("Redis " + script.name() + " script failed on key "
-              + keys.get(0) + ": " + explain(e.getMessage()), e);
-        }
-        last = e;
-        if (System.nanoTime() - deadline > 0) {
-          break;
-        }
-      }
-    }
-    observer.redisError(script.name(), true);
-    throw new RedisUnavailableException("Redis did not answer the " + script.name()
-        + " script on key " + keys.get(0) + ": " + explain(last.getMessage()), last);
+    return call(script, keys, args, sealFirst, ATTEMPTS,
+        (c, arguments, asking) -> runReplicated(c, script, keys, arguments, asking));
   }
 
   private Replicated runReplicated(Connection c, LockScript script, List<String> keys,
-      List<String> args) {
+      List<String> args, boolean asking) {
     if (syncReplicas > 0) {
       // A fixed number: the WAIT goes in the same round trip as the script.
       Pipeline pipeline = new Pipeline(c);
+      if (asking) {
+        pipeline.sendCommand(new CommandArguments(Protocol.Command.ASKING));
+      }
       Response<Object> reply = pipeline.evalsha(script.sha1(), script.sentKeys(keys),
           script.sentArgs(keys, args));
       Response<Long> waited = pipeline.waitReplicas(syncReplicas, syncTimeoutMillis);
@@ -497,62 +599,83 @@ abstract class RedisTopology implements AutoCloseable {
       try {
         result = reply.get();
       } catch (JedisNoScriptException e) {
-        result = c.executeCommand(commands(c).eval(script.source(), script.sentKeys(keys),
+        result = send(c, asking, commands(c).eval(script.source(), script.sentKeys(keys),
             script.sentArgs(keys, args)));
         return new Replicated(result, syncReplicas, syncReplicas, waitFor(c, syncReplicas));
       }
       return new Replicated(result, syncReplicas, syncReplicas, waited.get());
     }
-    // auto: the replicas connected to this node, as the script itself reports them when what we
-    // know is older than REPLICAS_KNOWN_NANOS (INFO inside a script costs Redis ~8 µs, too much
-    // for every call).
+    // auto: the replicas of this node that can acknowledge, as the script itself reports them
+    // when what we know is older than REPLICAS_KNOWN_NANOS (INFO inside a script costs Redis
+    // ~8 µs, too much for every call).
     HostAndPort node = c.getHostAndPort();
     KnownReplicas known = knownReplicas.get(node);
     boolean ask = known == null || System.nanoTime() - known.at() > REPLICAS_KNOWN_NANOS;
     List<String> arguments = new ArrayList<>(args.size() + 1);
     arguments.addAll(args);
     arguments.add(ask ? "auto" : "-");
-    Object reply;
-    try {
-      reply = c.executeCommand(commands(c).evalsha(script.sha1(), script.sentKeys(keys),
-          script.sentArgs(keys, arguments)));
-    } catch (JedisNoScriptException e) {
-      reply = c.executeCommand(commands(c).eval(script.source(), script.sentKeys(keys),
-          script.sentArgs(keys, arguments)));
-    }
+    Object reply = evalOn(c, script, keys, arguments, asking);
     Object result = reply;
-    long connected;
+    long online;
     if (ask) {
       List<?> withReplicas = (List<?>) reply;
       result = withReplicas.get(0);
-      connected = ((Number) withReplicas.get(1)).longValue();
-      knownReplicas.put(node, new KnownReplicas(connected, System.nanoTime()));
+      online = ((Number) withReplicas.get(1)).longValue();
+      knownReplicas.put(node, new KnownReplicas(online, System.nanoTime()));
     } else {
-      connected = known.count();
+      online = known.count();
     }
-    if (connected == 0) {
+    if (online == 0) {
       return Replicated.unreplicated(result);
     }
-    long acknowledged = waitFor(c, connected);
-    if (acknowledged < connected) {
-      knownReplicas.remove(node); // one may have gone: ask again next time
+    long acknowledged = waitFor(c, online);
+    if (acknowledged < online && !ask) {
+      // Counted up to a second ago: one may have gone, or fallen back into a full sync, since.
+      // Count again (only on this path); one that cannot acknowledge now is not waited for.
+      List<?> now = (List<?>) evalOn(c, LockScripts.ONLINE_REPLICAS, List.of(),
+          List.of("auto"), false);
+      online = ((Number) now.get(1)).longValue();
+      knownReplicas.put(node, new KnownReplicas(online, System.nanoTime()));
+      if (online == 0) {
+        return Replicated.unreplicated(result);
+      }
+    } else if (acknowledged < online) {
+      knownReplicas.remove(node); // ask again next time
     }
-    return new Replicated(result, connected, 1, acknowledged);
+    return new Replicated(result, online, 1, acknowledged);
   }
 
-  /** Runs a script on one connection, loading it when the server does not know it. */
+  /**
+   * Runs a script on one connection, loading it when the server does not know it; after
+   * {@code ASKING} when following an {@code ASK} redirection.
+   */
   private static Object evalOn(Connection c, LockScript script, List<String> keys,
-      List<String> args) {
+      List<String> args, boolean asking) {
     try {
-      return c.executeCommand(commands(c).evalsha(script.sha1(), script.sentKeys(keys),
+      return send(c, asking, commands(c).evalsha(script.sha1(), script.sentKeys(keys),
           script.sentArgs(keys, args)));
     } catch (JedisNoScriptException e) {
-      return c.executeCommand(commands(c).eval(script.source(), script.sentKeys(keys),
+      return send(c, asking, commands(c).eval(script.source(), script.sentKeys(keys),
           script.sentArgs(keys, args)));
     }
   }
 
-  /** How many replicas were connected to a node, and when that was learned (nanoTime). */
+  /**
+   * Sends one command on {@code c}; with {@code asking}, preceded by {@code ASKING} in the same
+   * round trip: the target of an {@code ASK} serves the migrating slot to the next command only.
+   */
+  private static <T> T send(Connection c, boolean asking, CommandObject<T> command) {
+    if (!asking) {
+      return c.executeCommand(command);
+    }
+    Pipeline pipeline = new Pipeline(c);
+    pipeline.sendCommand(new CommandArguments(Protocol.Command.ASKING));
+    Response<T> reply = pipeline.appendCommand(command);
+    pipeline.sync();
+    return reply.get();
+  }
+
+  /** How many replicas of a node could acknowledge, and when that was learned (nanoTime). */
   private record KnownReplicas(long count, long at) {
   }
 
@@ -717,9 +840,10 @@ abstract class RedisTopology implements AutoCloseable {
           .nodes(seeds)
           .clientConfig(clientConfig)
           .connectionProvider(provider)
-          // One attempt per call: our own retries are sealed (see eval), Jedis' would not be.
-          // A MOVED or a broken connection still refreshes the slot cache before it throws.
-          .maxAttempts(1)
+          // Only reads (queries) go through this client: Jedis may retry them, follow MOVED
+          // (refreshing the slot cache) and ASK (with ASKING). Scripts never do — they run on
+          // connections taken from the provider, with our own sealed retries (see call()).
+          .maxAttempts(QUERY_ATTEMPTS)
           .maxTotalRetriesDuration(config.timeout().multipliedBy(2))
           .build();
       // Sharded pub/sub (Redis 7+) keeps unlock messages on the key's shard instead of
@@ -764,6 +888,25 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     void refreshTopology() {
       provider.renewSlotCache();
+    }
+
+    @Override
+    boolean followsRedirections() {
+      return true;
+    }
+
+    @Override
+    Connection connectionTo(HostAndPort node) {
+      return provider.getConnection(node);
+    }
+
+    @Override
+    void refreshAfterFailure() {
+      try {
+        provider.renewSlotCache();
+      } catch (RuntimeException e) {
+        // no node answers: the next attempt fails the same way, and is reported
+      }
     }
 
     /** Every primary of the cached slot map, each once; slots no primary serves are DOWN. */

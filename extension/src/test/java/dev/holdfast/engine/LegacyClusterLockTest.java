@@ -1,5 +1,6 @@
 package dev.holdfast.engine;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -10,8 +11,11 @@ import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisBinary;
 import dev.holdfast.testing.RedisClusterSetup;
 import dev.holdfast.testing.RedisServer;
+import dev.holdfast.testing.SlotMigration;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ExecutorService;
@@ -23,6 +27,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import redis.clients.jedis.Jedis;
+import redis.clients.jedis.util.JedisClusterCRC16;
 
 /**
  * A Redis 6.2 cluster has no sharded pub/sub: unlocks use {@code PUBLISH} (broadcast over the
@@ -73,6 +78,39 @@ class LegacyClusterLockTest {
     } finally {
       threads.shutdownNow();
     }
+  }
+
+  /**
+   * Issue 15 hole 5 on Redis 6.2, whose renewals go one call per slot with declared keys: while
+   * a slot migrates with some of its keys moved, that call gets TRYAGAIN; its holds are then
+   * renewed one by one (following ASK), and none is lost.
+   */
+  @Test
+  void slotMigratingWithSomeKeysMoved_itsHoldsAreRenewedOneByOne_andNoneIsLost()
+      throws Exception {
+    LockClient client = clients.create(Map.of("holdfast.redis.mode", "cluster",
+        "holdfast.redis.nodes", cluster.seedNodes(),
+        "holdfast.redis.timeout", "300ms",
+        "holdfast.watchdog-timeout", "3s"));
+    LossRecorder lost = LossRecorder.on(client);
+    List<DistributedLock> held = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      DistributedLock lock = client.getLock("{legacy-migration}" + i);
+      lock.lock();
+      held.add(lock);
+    }
+    int slot = JedisClusterCRC16.getSlot(held.get(0).getName());
+    try (SlotMigration migration = cluster.startSlotMigration(slot)) {
+      assertEquals(2, migration.moveKeys(held.get(0).getName(), held.get(1).getName()));
+      Thread.sleep(7_000); // more than two watchdog timeouts: unrenewed holds would be lost
+      assertEquals(0, lost.count(), "holds reported lost: " + lost);
+      for (DistributedLock lock : held) {
+        assertTrue(lock.isHeldByCurrentThread(), lock.getName() + " was not kept");
+      }
+      assertTrue(migration.targetHas(held.get(0).getName()), "renewed on the target");
+    }
+    held.forEach(DistributedLock::unlock);
+    assertEquals(0, lost.count(), "holds reported lost: " + lost);
   }
 
   private static int channels(RedisServer node) {

@@ -214,6 +214,75 @@ public final class RedisClusterSetup implements AutoCloseable {
     return promoted;
   }
 
+  /**
+   * Opens the move of {@code slot} from its current master to another master (the first one,
+   * in start order, that does not own it); see {@link SlotMigration} for the steps and what
+   * clients see meanwhile.
+   *
+   * @throws IllegalStateException if there is no other master, or no node answers
+   */
+  public SlotMigration startSlotMigration(int slot) {
+    RedisServer source = masterForSlot(slot);
+    RedisServer target = masters().stream().filter(m -> m != source).findFirst()
+        .orElseThrow(() -> new IllegalStateException("No other master to move slot " + slot
+            + " to"));
+    return startSlotMigration(slot, target);
+  }
+
+  /**
+   * Opens the move of {@code slot} from its current master to {@code target}.
+   *
+   * @throws IllegalArgumentException if {@code target} already owns the slot or is not a master
+   */
+  public SlotMigration startSlotMigration(int slot, RedisServer target) {
+    RedisServer source = masterForSlot(slot);
+    if (source == target || !masters().contains(target)) {
+      throw new IllegalArgumentException(target + " is not another master than " + source);
+    }
+    SlotMigration migration = new SlotMigration(this, slot, source, target);
+    migration.open();
+    return migration;
+  }
+
+  /**
+   * Moves {@code slot} to another master at once (open, move every key, finish).
+   *
+   * @return the master that owns it now
+   */
+  public RedisServer migrateSlot(int slot) {
+    try (SlotMigration migration = startSlotMigration(slot)) {
+      migration.finish();
+      return migration.target();
+    }
+  }
+
+  /** The running masters, as a running node sees them now (start order). */
+  List<RedisServer> masters() {
+    Set<String> masterIds = view().values().stream().filter(NodeLine::isMaster)
+        .map(NodeLine::id).collect(Collectors.toSet());
+    return runningServers().stream().filter(s -> masterIds.contains(idsByServer.get(s)))
+        .collect(Collectors.toList());
+  }
+
+  /** Waits until every running node is {@code ok} and sees {@code owner} serving {@code slot}. */
+  void awaitOwner(int slot, RedisServer owner, Duration timeout) {
+    String ownerId = idOf(owner);
+    Await.until(timeout, () -> {
+      for (RedisServer server : runningServers()) {
+        try (Jedis jedis = server.connect(500, 2_000)) {
+          if (!"ok".equals(RedisServer.infoField(jedis.clusterInfo(), "cluster_state"))) {
+            return false;
+          }
+          NodeLine line = ownerOf(parseNodes(jedis.clusterNodes()), slot);
+          if (line == null || !line.id().equals(ownerId)) {
+            return false;
+          }
+        }
+      }
+      return true;
+    }, "every node sees slot " + slot + " served by " + owner);
+  }
+
   /** Kills every node and deletes their temp dirs. Idempotent. */
   @Override
   public void close() {
@@ -325,7 +394,7 @@ public final class RedisClusterSetup implements AutoCloseable {
         .allMatch(replica -> "up".equals(replica.info("replication", "master_link_status")));
   }
 
-  private String idOf(RedisServer server) {
+  String idOf(RedisServer server) {
     String id = idsByServer.get(Objects.requireNonNull(server, "server"));
     if (id == null) {
       throw new IllegalArgumentException(server + " is not a node of this cluster");

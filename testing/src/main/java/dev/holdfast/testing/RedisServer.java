@@ -375,6 +375,33 @@ public final class RedisServer implements AutoCloseable {
   }
 
   /**
+   * Like {@link #restart()}, but the server comes back without its data files: the RDB and AOF
+   * files in its temp dir are deleted while it is down, as on a fresh machine ({@code nodes.conf}
+   * and a sentinel's config stay). A replica restarted so cannot resume its replication stream
+   * and needs a full sync — after a plain {@link #restart()} a Redis 7 replica usually resumes
+   * with a partial one, from the RDB its last full sync left on disk.
+   *
+   * @throws IllegalStateException if closed, or if the server does not come back
+   */
+  public synchronized void restartEmpty() {
+    if (closed) {
+      throw new IllegalStateException("redis-server on port " + port + " is closed");
+    }
+    kill();
+    try (Stream<Path> files = Files.list(dir)) {
+      for (Path file : files.toList()) {
+        String name = file.getFileName().toString();
+        if (name.endsWith(".rdb") || name.endsWith(".aof") || name.equals("appendonlydir")) {
+          deleteRecursively(file);
+        }
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("Cannot delete the data files in " + dir, e);
+    }
+    launch();
+  }
+
+  /**
    * Starts a new server that replicates this one ({@code --replicaof 127.0.0.1 <port>}, plus
    * this server's extra arguments and {@code --masterauth} if it has a password), and waits (at
    * most 10 s) until the replica reports {@code master_link_status:up}.
