@@ -420,6 +420,30 @@ class SharedChannelAttackTest {
   }
 
   /**
+   * Both locks are freed without an unlock message (deleted behind the holder's back), then the
+   * subscriber connection breaks: the reconnect must wake the waiters of every lock on the
+   * channel, which then find their lock free, instead of leaving one parked for the lease.
+   */
+  @Test
+  void reconnectAfterMissedUnlocks_wakesTheWaitersOfBothLocks() throws Exception {
+    LockClient ours = client();
+    LockClient other = client();
+    other.getLock("a").lock();
+    other.getLock("{a}").lock(); // 30 s watchdog leases: a waiter not woken parks about that long
+    Future<Long> plainWaiter = waiter(ours.getLock("a"), "the waiter for a");
+    Future<Long> bracedWaiter = waiter(ours.getLock("{a}"), "the waiter for {a}");
+    long freed = System.nanoTime();
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.del("a", "{a}"); // no message: as if the unlock messages were lost
+      jedis.clientKill(new ClientKillParams().type(ClientType.PUBSUB));
+    }
+    long plain = Waiters.millisUntilAcquired(plainWaiter, freed);
+    long braced = Waiters.millisUntilAcquired(bracedWaiter, freed);
+    assertTrue(plain < 10_000 && braced < 10_000,
+        "a waiter stayed parked after the reconnect: a " + plain + " ms, {a} " + braced + " ms");
+  }
+
+  /**
    * A waiter for {@code {a}} joins while a's entry already carries the subscription: its entry
    * must count as subscribed at once (else it polls, and never queues for handoff).
    */
