@@ -658,8 +658,8 @@ final class LockScripts {
   // One hash at the lock key: field 'mode' = 'read' | 'write'; a reader's field <clientId>:<threadId>
   // holds its read count, the writer's field <clientId>:<threadId>:write its write count. Read
   // section n of a reader has its own timeout key <prefix>:<field>:rwlock_timeout:<n>, where the
-  // prefix is the key's slotted form ({key}, or the key if it has a hash tag; for a braced key
-  // {K} the key plus '~', see LockNames.derivedBase); its TTL is that
+  // prefix is the key's slotted form ({key}, or the key if it has a hash tag: Redisson's, see
+  // LockNames for how locks a and {a} keep theirs apart); its TTL is that
   // reader's lease, and the hash lives at least as long as every live timeout key (and the
   // writer's lease). A reader field none of whose timeout keys lives belongs to a reader whose
   // lease ended (a crashed process): it is dead, and the scripts that look remove it. Unlock

@@ -10,9 +10,9 @@ import java.util.List;
  * {@code redisson_rwlock:<slotted key>}.
  *
  * <p>Both sides pass one extra key to their scripts: the prefix of the readers' timeout keys
- * (the key's slotted form, or for a braced key its own {@link LockNames#derivedBase}, so that
- * locks {@code a} and {@code {a}} never share one), in the lock's slot like every key a script
- * touches.
+ * (the key's slotted form, Redisson's; locks {@code a} and {@code {a}} keep their readers'
+ * timeout keys apart by the field, see {@link LockNames}), in the lock's slot like every key a
+ * script touches.
  */
 abstract class ReadWriteLockKind extends LockKind {
 
@@ -56,7 +56,7 @@ abstract class ReadWriteLockKind extends LockKind {
     /** A read hold lives while one of its own timeout keys does: the watchdog renews those. */
     @Override
     String renewalDetail(LockNames names, String field) {
-      return "read:" + names.derivedBase() + ":" + field + ":rwlock_timeout";
+      return "read:" + names.slotted() + ":" + field + ":rwlock_timeout";
     }
 
     /**
@@ -159,6 +159,6 @@ abstract class ReadWriteLockKind extends LockKind {
   /** The prefix of the readers' timeout keys: {@code <prefix>:<field>:rwlock_timeout:<n>}. */
   @Override
   List<String> extraKeys(LockNames names) {
-    return List.of(names.derivedBase());
+    return List.of(names.slotted());
   }
 }

@@ -426,7 +426,7 @@ final class RedisLock implements FencedLock {
       this.threadId = threadId;
       this.leaseMillis = leaseMillis;
       this.id = new Hold.Id(names.holdKey(), threadId);
-      this.field = names.kind().field(engine.fieldOf(threadId));
+      this.field = names.field(engine.fieldOf(threadId));
     }
 
     /** The lease in ms this acquisition sets. */
@@ -945,7 +945,7 @@ final class RedisLock implements FencedLock {
   @Override
   public boolean forceUnlock() {
     checkOpen();
-    String field = names.kind().field(engine.fieldOf(Thread.currentThread().getId()));
+    String field = names.field(engine.fieldOf(Thread.currentThread().getId()));
     RedisTopology.Replicated replicated = engine.topology().evalReplicated(
         names.kind().forceRelease(), keys(names.key()),
         sealed -> args(field, engine.topology().publishCommand(), names.channel()), false);
@@ -980,7 +980,7 @@ final class RedisLock implements FencedLock {
       return false;
     }
     return query(() -> engine.topology().commands().hexists(names.key(),
-        names.kind().field(engine.fieldOf(threadId))));
+        names.field(engine.fieldOf(threadId))));
   }
 
   @Override
@@ -990,7 +990,7 @@ final class RedisLock implements FencedLock {
       return 0;
     }
     String count = query(() -> engine.topology().commands()
-        .hget(names.key(), names.kind().field(engine.fieldOf(threadId))));
+        .hget(names.key(), names.field(engine.fieldOf(threadId))));
     return count == null ? 0 : Integer.parseInt(count);
   }
 

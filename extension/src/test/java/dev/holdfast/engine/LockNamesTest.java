@@ -27,6 +27,11 @@ class LockNamesTest {
     assertEquals("redisson_lock_timeout:{a}", FairKind.timeoutKey(a));
     assertEquals("{a}", rwTimeoutPrefix(LockNames.of("", "a", ReadWriteLockKind.READ)));
     assertEquals("redisson_rwlock:{a}", LockNames.of("", "a", ReadWriteLockKind.READ).channel());
+    // Read-write timeout keys stay Redisson's for a braced key too: only the field differs.
+    assertEquals("{a}", rwTimeoutPrefix(LockNames.of("", "{a}", ReadWriteLockKind.READ)));
+    assertEquals("c:1~", LockNames.of("", "{a}", ReadWriteLockKind.READ).field("c:1"));
+    assertEquals("c:1~:write", LockNames.of("", "{a}", ReadWriteLockKind.WRITE).field("c:1"));
+    assertEquals("c:1", LockNames.of("", "{a}", FairKind.INSTANCE).field("c:1"));
 
     LockNames tagged = LockNames.of("", "orders:{42}", FairKind.INSTANCE);
     assertEquals("redisson_lock_queue:orders:{42}", FairKind.queueKey(tagged));
@@ -54,8 +59,15 @@ class LockNamesTest {
 
   @Test
   void readerTimeoutKeys_ofDifferentKeys_areDistinct_andInTheKeysSlot() {
-    assertDistinct(n -> rwTimeoutPrefix(n) + ":client:1:rwlock_timeout:1");
-    assertDistinct(n -> ReadWriteLockKind.READ.renewalDetail(n, "client:1"));
+    assertDistinct(n -> rwTimeoutPrefix(n) + ":" + n.field("client:1") + ":rwlock_timeout:1");
+    assertDistinct(n -> ReadWriteLockKind.READ.renewalDetail(n, n.field("client:1")));
+  }
+
+  @Test
+  void untaggedKeyWithAClosingBrace_isRefused_namingTheKey() {
+    IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class, () -> LockNames.of("", "a}"));
+    org.junit.jupiter.api.Assertions.assertTrue(e.getMessage().contains("'a}'"), e.getMessage());
   }
 
   private static String rwTimeoutPrefix(LockNames names) {
@@ -79,10 +91,7 @@ class LockNamesTest {
           assertEquals(previous, names.key(), "keys '" + previous + "' and '" + names.key()
               + "' share " + derived);
         }
-        // (An untagged key with a '}', like a}, is not in its slotted form's slot: an older
-        // quirk of Redisson's naming, not of the derived base.)
-        boolean quirk = names.key().indexOf('{') < 0 && names.key().indexOf('}') >= 0;
-        if (!derived.startsWith("read:") && !quirk) {
+        if (!derived.startsWith("read:")) {
           assertEquals(JedisClusterCRC16.getSlot(names.key()), JedisClusterCRC16.getSlot(derived),
               derived + " is not in the slot of " + names.key());
         }

@@ -131,18 +131,16 @@ class SharedChannelAttackTest {
     return f;
   }
 
-  // ---- Redisson interop on a braced read-write lock (derived keys moved to '{a}~') ----
+  // ---- Redisson interop on a braced read-write lock (timeout keys stay Redisson's) ----
 
   /**
    * Redisson reads {@code {a}}: its reader's timeout key is {@code {a}:<field>:rwlock_timeout:1}
-   * (Redisson's naming). Holdfast's write acquire now looks for readers' timeout keys under
-   * {@code {a}~}, finds none for Redisson's reader, judges it dead, deletes it and takes the
-   * write lock: a Redisson reader and a Holdfast writer hold {@code {a}} at once. On a61e5da
-   * (prefix {@code {a}}, Redisson's) the writer is refused.
+   * (Redisson's naming). A first fix of issue 15 §1 moved Holdfast's readers' timeout keys of a
+   * braced key to {@code {a}~}: its writer then found none for Redisson's reader, judged it
+   * dead and took the write lock while Redisson's reader held it. The keys stay Redisson's; only
+   * the field tells {@code a} and {@code {a}} apart.
    */
   @Test
-  @Disabled("defect: braced RW lock '{a}' — Holdfast writer deletes a live Redisson reader "
-      + "(timeout keys looked up under '{a}~', Redisson's are under '{a}') and takes the lock")
   void redissonReaderOfBracedName_excludesHoldfastWriter() throws Exception {
     RReadWriteLock theirs = redisson.getReadWriteLock("{a}");
     onRedissonHolder(() -> {
@@ -163,13 +161,11 @@ class SharedChannelAttackTest {
 
   /**
    * Holdfast reads {@code {a}}, then Redisson joins the read and leaves: Redisson's read unlock
-   * keeps the hash only while some reader's timeout key (under {@code {a}}) lives; ours lives
-   * under {@code {a}~}, so Redisson deletes the whole lock, and a Redisson writer gets it while
-   * our reader still believes it holds.
+   * keeps the hash only while some reader's timeout key (under {@code {a}}) lives; had ours
+   * lived elsewhere (a first fix put them under {@code {a}~}), Redisson would delete the whole
+   * lock and a Redisson writer would get it while our reader still believes it holds.
    */
   @Test
-  @Disabled("defect: braced RW lock '{a}' — a Redisson reader's unlock deletes the lock under "
-      + "a live Holdfast reader (its timeout keys are under '{a}~'), a Redisson writer gets in")
   void holdfastReaderOfBracedName_survivesARedissonReaderLeaving() throws Exception {
     LockClient ours = client();
     DistributedReadWriteLock mine = ours.getReadWriteLock("{a}");
@@ -221,8 +217,8 @@ class SharedChannelAttackTest {
    * an ordinary name the same sequence takes well under 2 s (RedissonFairLockInteropTest).
    */
   @Test
-  @Disabled("defect: braced fair lock '{a}' — Holdfast's unlock no longer wakes a Redisson "
-      + "waiter (queues '{a}~' vs Redisson's '{a}'); it sleeps the holder's lease")
+  @Disabled("documented interop exception (LockNames): a braced fair lock keeps its own "
+      + "queue, so Holdfast and Redisson waiters on such a name do not wake each other")
   void bracedFairLock_holdfastUnlock_wakesARedissonWaiter() throws Exception {
     LockClient ours = client("holdfast.fair.waiter-timeout", "60s");
     DistributedLock mine = ours.getFairLock("{a}");
@@ -245,8 +241,8 @@ class SharedChannelAttackTest {
 
   /** The mirror: a Holdfast fair waiter of {@code {a}} behind a Redisson holder. */
   @Test
-  @Disabled("defect: braced fair lock '{a}' — Redisson's unlock no longer wakes a Holdfast "
-      + "waiter (not in Redisson's queue '{a}'); it sleeps its whole park")
+  @Disabled("documented interop exception (LockNames): a braced fair lock keeps its own "
+      + "queue, so Holdfast and Redisson waiters on such a name do not wake each other")
   void bracedFairLock_redissonUnlock_wakesAHoldfastWaiter() throws Exception {
     org.redisson.api.RLock theirs = redisson.getFairLock("{a}");
     onRedissonHolder(() -> {
@@ -503,39 +499,18 @@ class SharedChannelAttackTest {
   /** Braced-rule edge names: each distinct key gets a distinct base, in the key's slot. */
   @Test
   void bracedRule_edgeNames_distinctBases() {
-    String[] keys = {"a", "{a}", "{a}~", "{a}~~", "a}", "{a}}", "{a}}~", "x{a}", "{a}x",
+    String[] keys = {"a", "{a}", "{a}~", "{a}~~", "{a}}", "{a}}~", "x{a}", "{a}x",
         "{a}b}", "{a{b}", "~", "{~}", "{a}~}"};
     java.util.Set<String> bases = new java.util.HashSet<>();
     for (String k : keys) {
       LockNames n = LockNames.of("", k);
       assertTrue(bases.add(n.derivedBase()), "base of " + k + " collides: " + n.derivedBase());
     }
-    // '{}' has no hash tag: refused, as before.
+    // '{}' has no hash tag, 'a}' a brace without one: refused.
     org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
         () -> LockNames.of("", "{}"));
-  }
-
-  /**
-   * Fair locks {@code a}} and {@code {a}}} (one channel, {@code {a}}} slotted): a waiter queued
-   * for one does not hold the other off.
-   */
-  @Test
-  void fairLocks_aCloseBrace_andItsBracedTwin_haveSeparateQueues() throws Exception {
-    LockClient ours = client();
-    LockClient other = client();
-    DistributedLock holder = other.getFairLock("a}");
-    holder.lock();
-    Future<Long> queued = waiter(ours.getFairLock("a}"), "fair waiter of a}");
-    assertTrue(inOtherThread(() -> {
-      DistributedLock twin = ours.getFairLock("{a}}");
-      boolean got = twin.tryLock();
-      if (got) {
-        twin.unlock();
-      }
-      return got;
-    }), "fair {a}} is free, yet a waiter of a} holds it off");
-    holder.unlock();
-    queued.get(20, TimeUnit.SECONDS);
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> LockNames.of("", "a}"));
   }
 
   // ---- Cluster: a and {a} share a slot and a sharded channel ----
@@ -568,20 +543,16 @@ class SharedChannelAttackTest {
   }
 
   /**
-   * Lock {@code a}} (no hash tag: Redis hashes the whole key) is slotted {@code {a}}}, whose tag
-   * is {@code a}: its markers, channel and derived keys hash to another slot than the key. On a
-   * cluster every script for it would then be refused (CROSSSLOT). The name is valid on a
-   * standalone server and is not refused up front.
+   * Lock {@code a}} (no hash tag: Redis hashes the whole key) would be slotted {@code {a}}},
+   * whose tag is {@code a}: its markers, channel and derived keys would hash to another slot than
+   * the key, and on a cluster every script for it would be refused (CROSSSLOT). It is refused up
+   * front, naming the key, on every topology.
    */
   @Test
-  @Disabled("defect (pre-existing, a61e5da): a key with '}' but no '{' (e.g. 'a}') is slotted "
-      + "'{a}}', whose hash tag 'a' is another slot than the key's: CROSSSLOT on a cluster")
-  void cluster_lockNamedWithACloseBraceOnly_works() throws Exception {
-    cluster.flushAll();
+  void lockNamedWithACloseBraceOnly_isRefusedUpFront() throws Exception {
     LockClient ours = clusterClient();
-    DistributedLock lock = ours.getLock("a}");
-    assertTrue(lock.tryLock(5, TimeUnit.SECONDS));
-    lock.unlock();
-    assertFalse(lock.isLocked());
+    IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class, () -> ours.getLock("a}"));
+    assertTrue(e.getMessage().contains("a}"), e.getMessage());
   }
 }
