@@ -45,7 +45,7 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
     Random random = new Random(seed);
     int timeout = 300 + 100 * random.nextInt(3);
     int watchdog = 1_500 + 500 * random.nextInt(4);
-    return new ModelSettings(seed, timeout, watchdog, List.of("m0", "m1", "m2"), 3, probePort);
+    return new ModelSettings(seed, timeout, watchdog, ModelLocks.KEYS, 3, probePort);
   }
 
   /** Client properties for a client behind {@code proxyPort}. */

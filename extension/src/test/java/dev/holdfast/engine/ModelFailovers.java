@@ -1,0 +1,154 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.testing.RedisSentinelSetup;
+import dev.holdfast.testing.RedisServer;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+
+/**
+ * The faults of the replica topology of {@link LockModelTest}: a master with one replica,
+ * watched by three sentinels, whose clients run with {@code sync-replicas=auto}.
+ *
+ * <ul>
+ *   <li>REPLICA_RESTART: the replica is restarted (it keeps no data, so it needs a full
+ *       resync); the fault lasts until the master reports it {@code online} again;</li>
+ *   <li>FAILOVER: once, after two thirds of the run, the master is killed (SIGKILL) and the
+ *       sentinels promote the replica; the fault lasts until the promoted node takes writes.
+ *       The old master stays down for the rest of the run (restarted as it was started, it
+ *       would come back as an empty master until the sentinels demote it, which is another
+ *       scenario), so this is the last fault.</li>
+ * </ul>
+ * Every data node runs with Redis's default {@code repl-diskless-sync-delay} of 5 s (the
+ * harness sets 0; it is set back after every start), so every full resync leaves the replica
+ * connected but not {@code online} for at least 5 s. Faults follow each other with gaps of
+ * 2-5 s.
+ */
+final class ModelFailovers implements ModelFaultDriver {
+  /** Redis's default, which the test harness lowers to 0. */
+  private static final String SYNC_DELAY = "5";
+
+  private final RedisSentinelSetup sentinels;
+  private final ModelHistory history;
+  private final Random random;
+  private final long runMillis;
+  private final Thread driver;
+  private final Map<String, Integer> injected = new LinkedHashMap<>();
+  private volatile boolean stopped;
+
+  ModelFailovers(RedisSentinelSetup sentinels, long seed, long runMillis, ModelHistory history) {
+    this.sentinels = sentinels;
+    this.history = history;
+    this.random = new Random(seed ^ 0x9E3779B97F4A7C15L);
+    this.runMillis = runMillis;
+    this.driver = new Thread(this::play, "model-failovers");
+    this.driver.setDaemon(true);
+  }
+
+  /** Sets the default diskless-sync delay on the running data nodes. */
+  static void defaultSyncDelay(List<RedisServer> nodes) {
+    for (RedisServer node : nodes) {
+      if (node.isRunning()) {
+        node.withAdmin(jedis -> jedis.configSet("repl-diskless-sync-delay", SYNC_DELAY));
+      }
+    }
+  }
+
+  @Override
+  public void start() {
+    driver.start();
+  }
+
+  @Override
+  public void stopAndHeal() throws InterruptedException {
+    stopped = true;
+    driver.join(90_000); // a fault in progress completes: the replica online, or promoted
+  }
+
+  @Override
+  public synchronized Map<String, Integer> injectedCounts() {
+    return new LinkedHashMap<>(injected);
+  }
+
+  private void play() {
+    long origin = System.nanoTime();
+    long at = 2_000 + random.nextInt(2_000);
+    try {
+      while (!stopped && at < runMillis - 3_000) {
+        while (!stopped && elapsed(origin) < at) {
+          Thread.sleep(Math.min(50, at - elapsed(origin)));
+        }
+        if (stopped) {
+          return;
+        }
+        if (at > runMillis * 2 / 3) {
+          failover();
+          return;
+        } else {
+          restartReplica();
+        }
+        at = elapsed(origin) + 2_000 + random.nextInt(3_001);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (RuntimeException | AssertionError e) {
+      history.violation("harness", "failovers", "replica fault failed: " + e);
+    }
+  }
+
+  private static long elapsed(long origin) {
+    return (System.nanoTime() - origin) / 1_000_000;
+  }
+
+  private void restartReplica() {
+    RedisServer master = sentinels.master();
+    RedisServer replica = sentinels.replica();
+    long start = ModelEvent.now();
+    replica.restart();
+    defaultSyncDelay(List.of(replica));
+    awaitOnline(master, replica);
+    record("REPLICA_RESTART", replica, start, "");
+  }
+
+  private void failover() {
+    RedisServer old = sentinels.master();
+    long start = ModelEvent.now();
+    sentinels.failover();
+    RedisServer promoted = sentinels.master();
+    record("FAILOVER", old, start, "promoted " + promoted.port());
+  }
+
+  /** Waits (at most 60 s) until {@code master} reports {@code replica} online. */
+  private static void awaitOnline(RedisServer master, RedisServer replica) {
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    String needle = "port=" + replica.port() + ",state=online";
+    while (true) {
+      try {
+        String info = master.withAdmin(jedis -> jedis.info("replication"));
+        if (info.contains(needle)) {
+          return;
+        }
+      } catch (RuntimeException e) {
+        // not answering yet
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException(replica + " did not come online under " + master);
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
+  private void record(String kind, RedisServer target, long start, String text) {
+    synchronized (this) {
+      injected.merge(kind, 1, Integer::sum);
+    }
+    history.add(ModelEvent.Kind.FAULT, "", "faults", 0, "redis:" + target.port(), "", kind, "",
+        start, ModelEvent.now(), 0, 0, 0, "", text);
+  }
+}
