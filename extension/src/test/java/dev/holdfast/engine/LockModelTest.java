@@ -105,6 +105,8 @@ class LockModelTest {
   private static final Duration CLEANUP_TIMEOUT = Duration.ofSeconds(15);
   private static final String MARKER = "holdfast_unlock_marker";
   private static final String FENCE_PREFIX = "holdfast_fence:";
+  /** The sentinels' own channels on the master they watch. */
+  private static final String SENTINEL_CHANNELS = "__sentinel__:";
   /** Violations shown in full in the assertion message; the report file has all of them. */
   private static final int SHOWN = 12;
 
@@ -145,6 +147,11 @@ class LockModelTest {
     abstract ModelFaultDriver faults(long seed, Duration run, ModelHistory history);
 
     abstract List<RedisServer> lockServers();
+
+    /** The run's settings in this topology. */
+    ModelSettings settings(ModelSettings settings) {
+      return settings;
+    }
 
     /** Findings of the topology itself, after the run. */
     void check(ModelHistory history) {
@@ -240,10 +247,18 @@ class LockModelTest {
   }
 
   private static final class Replicated extends Topology {
+    /** The default {@code holdfast.redis.sync-timeout}, set explicitly for the time bounds. */
+    private static final int SYNC_TIMEOUT_MILLIS = 1_000;
+
     private final RedisSentinelSetup sentinels = RedisSentinelSetup.start("model");
 
     Replicated() {
       ModelFailovers.defaultSyncDelay(List.of(sentinels.master(), sentinels.replica()));
+    }
+
+    @Override
+    ModelSettings settings(ModelSettings settings) {
+      return settings.withSyncTimeout(SYNC_TIMEOUT_MILLIS);
     }
 
     @Override
@@ -253,6 +268,7 @@ class LockModelTest {
       p.put(LockClientConfig.NODES, sentinels.sentinelNodes());
       p.put(LockClientConfig.SENTINEL_MASTER, sentinels.masterName());
       p.put(LockClientConfig.SYNC_REPLICAS, "auto");
+      p.put(LockClientConfig.SYNC_TIMEOUT, settings.syncTimeoutMillis() + "ms");
       return List.of(p, p, p);
     }
 
@@ -287,7 +303,7 @@ class LockModelTest {
     long connections;
     try (Topology topology = factory.start(seed, run);
         RedisServer probe = RedisServer.start()) {
-      settings = ModelSettings.forSeed(seed, probe.port());
+      settings = topology.settings(ModelSettings.forSeed(seed, probe.port()));
       System.out.println("settings: " + settings);
       ModelHistory history = new ModelHistory("p0", null);
       List<Map<String, String>> clients = topology.clients(settings);
@@ -387,6 +403,7 @@ class LockModelTest {
           jedis.pubsubShardChannels().forEach(c -> channels.add("shard:" + c));
         }
       }
+      channels.removeIf(c -> c.startsWith(SENTINEL_CHANNELS));
       if (channels.isEmpty()) {
         return;
       }

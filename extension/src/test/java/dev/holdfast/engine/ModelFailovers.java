@@ -2,6 +2,9 @@ package dev.holdfast.engine;
 
 import dev.holdfast.testing.RedisSentinelSetup;
 import dev.holdfast.testing.RedisServer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -12,8 +15,9 @@ import java.util.Random;
  * watched by three sentinels, whose clients run with {@code sync-replicas=auto}.
  *
  * <ul>
- *   <li>REPLICA_RESTART: the replica is restarted (it keeps no data, so it needs a full
- *       resync); the fault lasts until the master reports it {@code online} again;</li>
+ *   <li>REPLICA_RESTART: the replica is killed and restarted without the RDB file of its last
+ *       sync, so it needs a full resync; the fault lasts until the master reports it
+ *       {@code online} again;</li>
  *   <li>FAILOVER: once, after two thirds of the run, the master is killed (SIGKILL) and the
  *       sentinels promote the replica; the fault lasts until the promoted node takes writes.
  *       The old master stays down for the rest of the run (restarted as it was started, it
@@ -104,11 +108,25 @@ final class ModelFailovers implements ModelFaultDriver {
   private void restartReplica() {
     RedisServer master = sentinels.master();
     RedisServer replica = sentinels.replica();
+    long fullSyncs = fullSyncs(master);
     long start = ModelEvent.now();
+    replica.kill();
+    // Without the RDB of its last sync the replica cannot ask for a partial resync.
+    try {
+      Files.deleteIfExists(replica.logFile().resolveSibling("dump.rdb"));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
     replica.restart();
     defaultSyncDelay(List.of(replica));
     awaitOnline(master, replica);
-    record("REPLICA_RESTART", replica, start, "");
+    record("REPLICA_RESTART", replica, start, (fullSyncs(master) - fullSyncs) + " full sync");
+  }
+
+  private static long fullSyncs(RedisServer master) {
+    return master.withAdmin(jedis -> jedis.info("stats")).lines()
+        .filter(l -> l.startsWith("sync_full:")).mapToLong(l -> Long.parseLong(l.substring(10)
+            .trim())).findFirst().orElse(-1);
   }
 
   private void failover() {

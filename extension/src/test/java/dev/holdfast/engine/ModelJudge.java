@@ -35,7 +35,9 @@ import java.util.stream.Collectors;
  *       the first sign of a loss to the thread (that exception, a re-entry refused, or a
  *       re-entry failing with "lost") comes after a {@code LockLost} for that hold (same client,
  *       thread and lock) detected no later than that call returned; at most one
- *       {@code LockLost} per hold; every {@code LockLost} belongs to a hold the thread believed
+ *       {@code LockLost} per hold and lock name (a multi-lock's members report one each; a
+ *       read-write lock's loss, which does not say its side, counts for each side the thread
+ *       held); every {@code LockLost} belongs to a hold the thread believed
  *       it held (detected between the start of its acquisition and its release).</li>
  *   <li>{@code lost-calls}: once a loss was reported to the thread, or an explicit lease has
  *       run out with no watchdog section open (its upper bound plus
@@ -45,7 +47,9 @@ import java.util.stream.Collectors;
  *   <li>{@code bounds}: every call returns within its bound (see {@link ModelSettings}); an
  *       interrupted {@code lockInterruptibly} within the quick bound of the interrupt.</li>
  *   <li>{@code outcomes}: no unexpected exception; {@code InterruptedException} only after an
- *       interrupt; {@code IllegalStateException} only once the client was closed.</li>
+ *       interrupt; {@code IllegalStateException} only once the client was closed; no
+ *       {@code LockException} quoting a cluster redirection (ASK or MOVED: the key is elsewhere,
+ *       Redis did not fail).</li>
  *   <li>{@code episodes}: every hold episode ended (released, lost, or abandoned by a close).</li>
  *   <li>{@code fencing}: every fenced hold has a token; no two holds of a lock share one; a hold
  *       whose acquisition started after another's returned has a greater token (the
@@ -335,7 +339,9 @@ final class ModelJudge {
     }
     for (Episode ep : episodes.values()) {
       List<ModelEvent> lost = lostByEpisode.getOrDefault(ep.id(), List.of());
-      if (lost.size() > 1 && !sharedLoss.contains(ep.id())) {
+      // One LockLost per lock name (a multi-lock's members report their losses one each).
+      if (lost.stream().map(ModelEvent::lock).distinct().count() < lost.size()
+          && !sharedLoss.contains(ep.id())) {
         List<ModelEvent> evidence = new ArrayList<>(List.of(ep.begin()));
         evidence.addAll(lost);
         violations.add(new Violation("loss-report", lost.get(1).start(), describe(ep)
@@ -453,6 +459,9 @@ final class ModelJudge {
         }
       } else if (outcome.equals("IMSE") && !isUnlock(call)) {
         problem = "IllegalMonitorStateException from " + call.op();
+      } else if (outcome.equals("LOCK_EXCEPTION") && isRedirect(call.text())) {
+        // A cluster redirection says where the key is now, not that Redis failed (issue 15.6).
+        problem = "a cluster redirection reported as a failure";
       }
       if (problem != null) {
         violations.add(new Violation("outcomes", call.start(), problem, withEpisode(call)));
@@ -612,6 +621,10 @@ final class ModelJudge {
     f.put("max wait (ms)", maxima(calls.stream().filter(ModelJudge::isAcquisition).toList()));
     f.put("max unlock (ms)", maxima(calls.stream()
         .filter(c -> isUnlock(c)).toList()));
+    f.put("LockExceptions quoting ASK/MOVED / TRYAGAIN", calls.stream()
+        .filter(c -> c.outcome().equals("LOCK_EXCEPTION") && isRedirect(c.text())).count()
+        + " / " + calls.stream().filter(c -> c.outcome().equals("LOCK_EXCEPTION")
+            && c.text().contains("TRYAGAIN")).count());
     f.put("local handoffs (TRANSFER)", Long.toString(handoffs()));
     f.put("kept releases (unlockAfter OK)", Long.toString(calls.stream()
         .filter(c -> c.op().startsWith("unlockAfter") && c.outcome().equals("OK")).count()));
@@ -695,6 +708,11 @@ final class ModelJudge {
   /** Client and thread: a LockLost's name is matched by {@link Episode#sameHolder}. */
   private static String holderKey(ModelEvent e) {
     return e.client() + "|" + e.threadId();
+  }
+
+  /** An exception message quoting a cluster redirection ({@code -ASK} or {@code -MOVED}). */
+  static boolean isRedirect(String text) {
+    return text.contains("ASK ") || text.contains("MOVED ");
   }
 
   static boolean isUnlock(ModelEvent call) {
