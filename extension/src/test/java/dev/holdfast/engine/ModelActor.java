@@ -371,7 +371,7 @@ final class ModelActor implements Runnable {
         hold.fixedUpper = Math.max(hold.fixedUpper, end + leaseMillis * 1_000);
       }
       after = hold.count();
-    } else if (existing != null && (outcome.equals("FALSE")
+    } else if (existing != null && ((outcome.equals("FALSE") && !settings.reentryMayBeRefused())
         || (outcome.equals("LOCK_EXCEPTION") && mentionsLost(message)))) {
       // A re-entry refused: the hold is gone as far as this thread can tell.
       existing.lost = true;
@@ -436,7 +436,8 @@ final class ModelActor implements Runnable {
         }
       }
       case "ISE" -> {
-        // the client was closed: the hold is abandoned below
+        // The client was closed: the hold is abandoned below, once the close has returned.
+        pause(10);
       }
       default -> {
         // LockException (or worse): the same unlock is retried before anything else.

@@ -32,7 +32,8 @@ import java.util.stream.Collectors;
  *       loss is known), unless a loss was reported by the end of the call, a forceUnlock may
  *       have hit the hold, or the client was closed.</li>
  *   <li>{@code loss-report}: an {@code IllegalMonitorStateException} from unlock says "lost";
- *       the first sign of a loss to the thread (that exception, a re-entry refused, or a
+ *       the first sign of a loss to the thread (that exception, a re-entry refused — except
+ *       with replica acknowledgement, which refuses a re-entry no replica acknowledged — or a
  *       re-entry failing with "lost") comes after a {@code LockLost} for that hold (same client,
  *       thread and lock) detected no later than that call returned; at most one
  *       {@code LockLost} per hold and lock name (a multi-lock's members report one each; a
@@ -348,7 +349,7 @@ final class ModelJudge {
             + " was reported lost " + lost.size() + " times", evidence));
       }
       ModelEvent signal = callsByEpisode.getOrDefault(ep.id(), List.of()).stream()
-          .filter(ModelJudge::isLossSignal).findFirst().orElse(null);
+          .filter(this::isLossSignal).findFirst().orElse(null);
       if (signal == null) {
         continue;
       }
@@ -371,12 +372,13 @@ final class ModelJudge {
   }
 
   /** A call by which the thread learns its hold is gone. */
-  private static boolean isLossSignal(ModelEvent call) {
+  private boolean isLossSignal(ModelEvent call) {
     if (isUnlock(call)) {
       return call.outcome().equals("IMSE");
     }
     if (isAcquisition(call) && call.a() > 0) {
-      return call.outcome().equals("FALSE") || (call.outcome().equals("LOCK_EXCEPTION")
+      return (call.outcome().equals("FALSE") && !settings.reentryMayBeRefused())
+          || (call.outcome().equals("LOCK_EXCEPTION")
           && ModelActor.mentionsLost(call.text()));
     }
     return false;

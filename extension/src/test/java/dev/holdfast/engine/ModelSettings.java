@@ -80,6 +80,15 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
     return (3L * (timeoutMillis + syncTimeoutMillis) + SLACK_MS) * 1_000;
   }
 
+  /**
+   * Whether a re-entry may be refused ({@code false}) while the hold lasts: with replica
+   * acknowledgement, a re-entry that no replica acknowledged in time is rolled back and not
+   * granted (LockClientConfig.Builder#syncReplicas), so {@code false} does not mean lost.
+   */
+  boolean reentryMayBeRefused() {
+    return syncTimeoutMillis > 0;
+  }
+
   /** Bound for tryLock with {@code waitMillis}. */
   long waitBoundMicros(long waitMillis) {
     return waitMillis * 1_000 + quickBoundMicros();
