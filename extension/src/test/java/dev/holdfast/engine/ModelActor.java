@@ -348,7 +348,7 @@ final class ModelActor implements Runnable {
     int after = before;
     String episode = existing == null ? "" : existing.episode;
     long fencingToken = 0;
-    if (acquired && handle instanceof FencedLock fenced) {
+    if (acquired && ModelLocks.isFenced(lock) && handle instanceof FencedLock fenced) {
       Long t = fenced.getToken(); // no I/O: the token the acquisition was given
       fencingToken = t == null ? -1 : t;
       tag = join(tag, "token=" + fencingToken);
@@ -607,7 +607,8 @@ final class ModelActor implements Runnable {
 
   private String randomLock() {
     if (random.nextInt(100) < HOT_PERCENT && settings.locks().contains(ModelLocks.HOT)) {
-      return ModelLocks.HOT;
+      return random.nextInt(3) == 0 && settings.locks().contains(ModelLocks.HOT_TWIN)
+          ? ModelLocks.HOT_TWIN : ModelLocks.HOT;
     }
     return settings.locks().get(random.nextInt(settings.locks().size()));
   }

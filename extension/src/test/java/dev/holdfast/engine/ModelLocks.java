@@ -13,7 +13,9 @@ import java.util.Set;
  * <ul>
  *   <li>{@code m…}: the exclusive lock ({@link LockClient#getLock}); {@value #HOT} is the hot
  *       name most actors compete for, so that threads of one client wait for each other and the
- *       lock is handed off locally (TRANSFER);</li>
+ *       lock is handed off locally (TRANSFER); {@value #HOT_TWIN} is another exclusive lock, also
+ *       hot, whose unlock channel is the same ({@code redisson_lock__channel:{m0}}): two names
+ *       are two locks even when their channel is one;</li>
  *   <li>{@code f…}: the fair lock ({@link LockClient#getFairLock});</li>
  *   <li>{@code x…}: the fenced lock ({@link LockClient#getFencedLock}): every hold carries a
  *       token, recorded with the hold;</li>
@@ -27,8 +29,10 @@ import java.util.Set;
  */
 final class ModelLocks {
   /** The keys of every run. */
-  static final List<String> KEYS = List.of("f0", "m0", "mm", "r0/1w", "r0/2r", "x0");
+  static final List<String> KEYS = List.of("f0", "m0", "mm", "r0/1w", "r0/2r", "x0", "{m0}");
   static final String HOT = "m0";
+  /** A second exclusive lock whose unlock channel is {@value #HOT}'s (Redisson's naming). */
+  static final String HOT_TWIN = "{m0}";
   static final String MULTI = "mm";
   private static final List<String> MULTI_MEMBERS = List.of("n0", "n1");
 
