@@ -18,11 +18,13 @@ import java.util.Random;
  *   <li>REPLICA_RESTART: the replica is killed and restarted without the RDB file of its last
  *       sync, so it needs a full resync; the fault lasts until the master reports it
  *       {@code online} again;</li>
- *   <li>FAILOVER: once, after two thirds of the run, the master is killed (SIGKILL) and the
- *       sentinels promote the replica; the fault lasts until the promoted node takes writes.
- *       The old master stays down for the rest of the run (restarted as it was started, it
- *       would come back as an empty master until the sentinels demote it, which is another
- *       scenario), so this is the last fault.</li>
+ *   <li>FAILOVER: the master is killed (SIGKILL) and the sentinels promote the replica; the
+ *       fault lasts until the promoted node takes writes. In a CI-length run it happens once,
+ *       after two thirds of the run, and the old master stays down: it is the last fault. In a
+ *       soak (a run over {@value #SOAK_MILLIS} ms) it happens every minute, and the old master is
+ *       then restarted empty (the sentinels make it a replica of the new master; it is restarted
+ *       like a replica, so the next failover has a replica to promote); the fault lasts until it
+ *       is {@code online}.</li>
  * </ul>
  * Every data node runs with Redis's default {@code repl-diskless-sync-delay} of 5 s (the
  * harness sets 0; it is set back after every start), so every full resync leaves the replica
@@ -32,6 +34,9 @@ import java.util.Random;
 final class ModelFailovers implements ModelFaultDriver {
   /** Redis's default, which the test harness lowers to 0. */
   private static final String SYNC_DELAY = "5";
+  /** Runs longer than this fail over every {@value #FAILOVER_EVERY_MILLIS} ms. */
+  static final long SOAK_MILLIS = 120_000;
+  private static final long FAILOVER_EVERY_MILLIS = 60_000;
 
   private final RedisSentinelSetup sentinels;
   private final ModelHistory history;
@@ -78,6 +83,8 @@ final class ModelFailovers implements ModelFaultDriver {
   private void play() {
     long origin = System.nanoTime();
     long at = 2_000 + random.nextInt(2_000);
+    boolean soak = runMillis > SOAK_MILLIS;
+    long nextFailover = soak ? FAILOVER_EVERY_MILLIS : runMillis * 2 / 3;
     try {
       while (!stopped && at < runMillis - 3_000) {
         while (!stopped && elapsed(origin) < at) {
@@ -86,9 +93,12 @@ final class ModelFailovers implements ModelFaultDriver {
         if (stopped) {
           return;
         }
-        if (at > runMillis * 2 / 3) {
-          failover();
-          return;
+        if (at > nextFailover) {
+          failover(soak);
+          if (!soak) {
+            return;
+          }
+          nextFailover += FAILOVER_EVERY_MILLIS;
         } else {
           restartReplica();
         }
@@ -110,17 +120,24 @@ final class ModelFailovers implements ModelFaultDriver {
     RedisServer replica = sentinels.replica();
     long fullSyncs = fullSyncs(master);
     long start = ModelEvent.now();
-    replica.kill();
-    // Without the RDB of its last sync the replica cannot ask for a partial resync.
+    restartEmpty(replica);
+    awaitOnline(master, replica);
+    record("REPLICA_RESTART", replica, start, (fullSyncs(master) - fullSyncs) + " full sync");
+  }
+
+  /**
+   * Kills {@code node} and starts it again without the RDB file of its last sync, so that it
+   * cannot ask for a partial resync, with the default sync delay.
+   */
+  private static void restartEmpty(RedisServer node) {
+    node.kill();
     try {
-      Files.deleteIfExists(replica.logFile().resolveSibling("dump.rdb"));
+      Files.deleteIfExists(node.logFile().resolveSibling("dump.rdb"));
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
-    replica.restart();
-    defaultSyncDelay(List.of(replica));
-    awaitOnline(master, replica);
-    record("REPLICA_RESTART", replica, start, (fullSyncs(master) - fullSyncs) + " full sync");
+    node.restart();
+    defaultSyncDelay(List.of(node));
   }
 
   private static long fullSyncs(RedisServer master) {
@@ -129,12 +146,20 @@ final class ModelFailovers implements ModelFaultDriver {
             .trim())).findFirst().orElse(-1);
   }
 
-  private void failover() {
+  /** Fails over; with {@code rejoin}, the old master then comes back as a replica. */
+  private void failover(boolean rejoin) {
     RedisServer old = sentinels.master();
     long start = ModelEvent.now();
     sentinels.failover();
     RedisServer promoted = sentinels.master();
-    record("FAILOVER", old, start, "promoted " + promoted.port());
+    String text = "promoted " + promoted.port() + " after " + (ModelEvent.now() - start) / 1_000
+        + "ms";
+    if (rejoin) {
+      restartEmpty(old);
+      awaitOnline(promoted, old);
+      text += ", old master online as its replica";
+    }
+    record("FAILOVER", old, start, text);
   }
 
   /** Waits (at most 60 s) until {@code master} reports {@code replica} online. */
