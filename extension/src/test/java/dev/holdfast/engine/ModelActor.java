@@ -84,6 +84,8 @@ final class ModelActor implements Runnable {
     long unlockFailingSince;
     /** Until when (µs) the thread means to keep working under this hold; 0 for a short hold. */
     long busyUntil;
+    /** LockLost reports up to this detection time (µs) may be about the other side: ignored. */
+    long ambiguousUpTo;
 
     Hold(String episode, String lock, ModelSlot.Generation generation, long callStart) {
       this.episode = episode;
@@ -582,11 +584,16 @@ final class ModelActor implements Runnable {
   /** Marks holds lost for which this thread's client has reported a LockLost. */
   private void noticeLosses() {
     for (Hold hold : holds.values()) {
-      if (hold.lost || bothSidesHeld(hold)) {
-        continue; // a LockLost names the read-write lock, not its side: which one is unknown
-      }
       for (String name : ModelLocks.reportedNames(hold.lock)) {
-        if (hold.generation.lostAt(threadId, name) >= hold.callStart) {
+        long lostAt = hold.generation.lostAt(threadId, name);
+        if (hold.lost || lostAt < hold.callStart || lostAt <= hold.ambiguousUpTo) {
+          continue;
+        }
+        if (bothSidesHeld(hold)) {
+          // A LockLost names the read-write lock, not its side: which one is unknown, also
+          // once the other side has ended.
+          hold.ambiguousUpTo = lostAt;
+        } else {
           hold.lost = true;
         }
       }
