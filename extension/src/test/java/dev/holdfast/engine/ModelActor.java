@@ -1,6 +1,7 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.FencedLock;
 import dev.holdfast.LockException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -48,6 +49,10 @@ final class ModelActor implements Runnable {
   /** A failed unlock is retried for at most this long before the hold is abandoned. */
   private static final long UNLOCK_RETRY_MICROS = 30_000_000;
   private static final long RECREATE_MIN_MILLIS = 12_000;
+  /** One final release in this many keeps the lock held a while ({@code unlockAfter}). */
+  private static final int KEEP_ONE_IN = 6;
+  /** Share of new acquisitions (of 100) that go for the hot name, so that handoffs happen. */
+  private static final int HOT_PERCENT = 35;
 
   private enum Method {
     LOCK, LOCK_LEASE, TRY, TRY_WAIT, TRY_WAIT_LEASE, INTERRUPTIBLY, INTERRUPTIBLY_LEASE;
@@ -79,6 +84,8 @@ final class ModelActor implements Runnable {
     long unlockFailingSince;
     /** Until when (µs) the thread means to keep working under this hold; 0 for a short hold. */
     long busyUntil;
+    /** LockLost reports up to this detection time (µs) may be about the other side: ignored. */
+    long ambiguousUpTo;
 
     Hold(String episode, String lock, ModelSlot.Generation generation, long callStart) {
       this.episode = episode;
@@ -275,7 +282,7 @@ final class ModelActor implements Runnable {
 
   private void acquire(String lock, Hold existing, Method method) {
     ModelSlot.Generation generation = existing != null ? existing.generation : slot.current();
-    DistributedLock handle = generation.client.getLock(lock);
+    DistributedLock handle = ModelLocks.handle(generation.client, lock);
     long waitMillis = method == Method.TRY_WAIT || method == Method.TRY_WAIT_LEASE
         ? (random.nextInt(5) == 0 ? 0 : random.nextInt(ModelSettings.MAX_WAIT_MS + 1)) : -1;
     long leaseMillis = method == Method.LOCK_LEASE || method == Method.TRY_WAIT_LEASE
@@ -342,6 +349,12 @@ final class ModelActor implements Runnable {
     }
     int after = before;
     String episode = existing == null ? "" : existing.episode;
+    long fencingToken = 0;
+    if (acquired && ModelLocks.isFenced(lock) && handle instanceof FencedLock fenced) {
+      Long t = fenced.getToken(); // no I/O: the token the acquisition was given
+      fencingToken = t == null ? -1 : t;
+      tag = join(tag, "token=" + fencingToken);
+    }
     if (acquired) {
       Hold hold = existing;
       if (hold == null) {
@@ -352,7 +365,7 @@ final class ModelActor implements Runnable {
         }
         holds.put(lock, hold);
         history.add(ModelEvent.Kind.EPISODE_BEGIN, generation.clientId, label, threadId, lock,
-            episode, op, "", start, end, 0, 0, 0, "", "");
+            episode, op, "", start, end, 0, 0, fencingToken, "", "");
       }
       boolean watchdog = leaseMillis < 0;
       hold.sections.push(new Section(watchdog, start, end, Math.max(0, leaseMillis)));
@@ -360,7 +373,7 @@ final class ModelActor implements Runnable {
         hold.fixedUpper = Math.max(hold.fixedUpper, end + leaseMillis * 1_000);
       }
       after = hold.count();
-    } else if (existing != null && (outcome.equals("FALSE")
+    } else if (existing != null && ((outcome.equals("FALSE") && !settings.reentryMayBeRefused())
         || (outcome.equals("LOCK_EXCEPTION") && mentionsLost(message)))) {
       // A re-entry refused: the hold is gone as far as this thread can tell.
       existing.lost = true;
@@ -385,15 +398,26 @@ final class ModelActor implements Runnable {
   // ---- releases ----
 
   private void unlock(Hold hold) {
-    DistributedLock handle = hold.generation.client.getLock(hold.lock);
+    DistributedLock handle = ModelLocks.handle(hold.generation.client, hold.lock);
     long start = ModelEvent.now();
     String expectation = hold.expectation(start);
     int before = hold.count();
+    // Now and then the final release keeps the lock held a while (holdAtLeast): the judge
+    // checks that nobody acquires it before that time is up.
+    long keepMillis = before == 1 && hold.unlockFailingSince == 0
+        && ModelLocks.keepable(hold.lock) && random.nextInt(KEEP_ONE_IN) == 0
+        ? 100 + random.nextInt(1_400) : 0;
+    String op = keepMillis > 0 ? "unlockAfter(" + keepMillis + "ms)" : "unlock";
     String outcome;
     String message = "";
-    begin("unlock '" + hold.lock + "'");
+    begin(op + " '" + hold.lock + "'");
     try {
-      handle.unlock();
+      if (keepMillis > 0) {
+        Clients.engine(hold.generation.client).unlockAfter(handle,
+            java.time.Duration.ofMillis(keepMillis));
+      } else {
+        handle.unlock();
+      }
       outcome = "OK";
     } catch (RuntimeException e) {
       outcome = outcomeOf(e);
@@ -414,7 +438,8 @@ final class ModelActor implements Runnable {
         }
       }
       case "ISE" -> {
-        // the client was closed: the hold is abandoned below
+        // The client was closed: the hold is abandoned below, once the close has returned.
+        pause(10);
       }
       default -> {
         // LockException (or worse): the same unlock is retried before anything else.
@@ -429,7 +454,7 @@ final class ModelActor implements Runnable {
       }
     }
     history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, threadId, hold.lock,
-        hold.episode, "unlock", outcome, start, end, before, hold.count(),
+        hold.episode, op, outcome, start, end, before, hold.count(),
         settings.quickBoundMicros(), expectation, message);
     if (hold.count() == 0 && holds.get(hold.lock) == hold) {
       endEpisode(hold, hold.lost ? "LOST" : "UNLOCKED", end, "");
@@ -461,15 +486,16 @@ final class ModelActor implements Runnable {
         return;
       }
       String window = label + ".w" + (++windows);
+      String name = ModelLocks.probeName(hold.lock);
+      boolean shared = ModelLocks.isShared(hold.lock);
       long enter = ModelEvent.now();
-      ModelProbe.Entry entry = probe.enter(hold.lock, window);
+      ModelProbe.Entry entry = probe.enter(name, window, shared);
       pause(random.nextInt(ModelSettings.MAX_WORK_MS + 1));
-      probe.exit(hold.lock, window);
+      probe.exit(name, window, shared);
       long exit = ModelEvent.now();
-      List<String> others = new ArrayList<>(entry.inside());
-      others.remove(window);
+      List<String> others = entry.conflicting();
       history.add(ModelEvent.Kind.WINDOW, hold.generation.clientId, label, threadId, hold.lock,
-          window, "window", "", enter, exit, entry.count(), 0, 0, hold.episode,
+          window, "window", "", enter, exit, 1 + others.size(), entry.count(), 0, hold.episode,
           String.join(",", others));
     } finally {
       slot.exitWindow();
@@ -477,7 +503,7 @@ final class ModelActor implements Runnable {
   }
 
   private void holdCount(Hold hold) {
-    DistributedLock handle = hold.generation.client.getLock(hold.lock);
+    DistributedLock handle = ModelLocks.handle(hold.generation.client, hold.lock);
     long start = ModelEvent.now();
     int expected = hold.lost ? 0 : hold.count();
     String outcome;
@@ -507,7 +533,7 @@ final class ModelActor implements Runnable {
     String message = "";
     begin("forceUnlock '" + lock + "'");
     try {
-      outcome = generation.client.getLock(lock).forceUnlock() ? "OK" : "FALSE";
+      outcome = ModelLocks.handle(generation.client, lock).forceUnlock() ? "OK" : "FALSE";
     } catch (RuntimeException e) {
       outcome = outcomeOf(e);
       message = String.valueOf(e.getMessage());
@@ -515,9 +541,17 @@ final class ModelActor implements Runnable {
       end();
     }
     Hold own = holds.get(lock);
-    if (own != null && own.generation == generation
-        && (outcome.equals("OK") || outcome.equals("FALSE"))) {
-      own.lost = true; // it ran, so this thread's own hold is gone
+    // It ran, so this thread's own holds of that lock are gone; a read-write side deletes the
+    // lock (both sides) only when it was in its mode, which "true" says.
+    boolean ran = ModelLocks.isReadWrite(lock) ? outcome.equals("OK")
+        : outcome.equals("OK") || outcome.equals("FALSE");
+    if (ran) {
+      for (Hold h : holds.values()) {
+        if (h.generation == generation
+            && ModelLocks.probeName(h.lock).equals(ModelLocks.probeName(lock))) {
+          h.lost = true;
+        }
+      }
     }
     history.add(ModelEvent.Kind.CALL, generation.clientId, label, threadId, lock,
         own == null ? "" : own.episode, "forceUnlock", outcome, start, ModelEvent.now(),
@@ -550,10 +584,26 @@ final class ModelActor implements Runnable {
   /** Marks holds lost for which this thread's client has reported a LockLost. */
   private void noticeLosses() {
     for (Hold hold : holds.values()) {
-      if (!hold.lost && hold.generation.lostAt(threadId, hold.lock) >= hold.callStart) {
-        hold.lost = true;
+      for (String name : ModelLocks.reportedNames(hold.lock)) {
+        long lostAt = hold.generation.lostAt(threadId, name);
+        if (hold.lost || lostAt < hold.callStart || lostAt <= hold.ambiguousUpTo) {
+          continue;
+        }
+        if (bothSidesHeld(hold)) {
+          // A LockLost names the read-write lock, not its side: which one is unknown, also
+          // once the other side has ended.
+          hold.ambiguousUpTo = lostAt;
+        } else {
+          hold.lost = true;
+        }
       }
     }
+  }
+
+  /** Whether this thread also holds the other side of {@code hold}'s read-write lock. */
+  private boolean bothSidesHeld(Hold hold) {
+    return ModelLocks.isReadWrite(hold.lock) && holds.values().stream().anyMatch(h -> h != hold
+        && ModelLocks.probeName(h.lock).equals(ModelLocks.probeName(hold.lock)));
   }
 
   private void endEpisode(Hold hold, String how, long at, String text) {
@@ -563,6 +613,10 @@ final class ModelActor implements Runnable {
   }
 
   private String randomLock() {
+    if (random.nextInt(100) < HOT_PERCENT && settings.locks().contains(ModelLocks.HOT)) {
+      return random.nextInt(3) == 0 && settings.locks().contains(ModelLocks.HOT_TWIN)
+          ? ModelLocks.HOT_TWIN : ModelLocks.HOT;
+    }
     return settings.locks().get(random.nextInt(settings.locks().size()));
   }
 

@@ -34,7 +34,7 @@ import java.util.Random;
  * duplicate, so a release marker (which lives at least 5 s) always outlives them. Every fault is
  * recorded as a FAULT event with when it was active.
  */
-final class ModelFaults {
+final class ModelFaults implements ModelFaultDriver {
 
   enum Kind { DROP, DELAY, BLACK_HOLE, RESET, KILL }
 
@@ -114,7 +114,8 @@ final class ModelFaults {
     };
   }
 
-  void start() {
+  @Override
+  public void start() {
     driver.start();
   }
 
@@ -122,7 +123,8 @@ final class ModelFaults {
    * Stops the schedule, heals every proxy and brings the server back, then returns; faults in
    * progress are recorded as ending now.
    */
-  void stopAndHeal() throws InterruptedException {
+  @Override
+  public void stopAndHeal() throws InterruptedException {
     stopped = true;
     driver.join(30_000);
     for (FaultProxy proxy : proxies) {
@@ -135,9 +137,11 @@ final class ModelFaults {
     }
   }
 
-  /** How many faults of each kind were injected. */
-  synchronized Map<Kind, Integer> injected() {
-    return new EnumMap<>(injected);
+  @Override
+  public synchronized Map<String, Integer> injectedCounts() {
+    Map<String, Integer> counts = new java.util.LinkedHashMap<>();
+    injected.forEach((k, v) -> counts.put(k.name(), v));
+    return counts;
   }
 
   /** Plays the schedule: each fault is applied, then undone after its duration. */

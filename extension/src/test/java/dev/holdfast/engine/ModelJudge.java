@@ -20,8 +20,8 @@ import java.util.stream.Collectors;
  *
  * <p>Checks (names as in the report):
  * <ol>
- *   <li>{@code exclusion}: a probe window that found another window inside (count &gt; 1) is a
- *       violation, unless the older of the two holds was legitimately lost: its loss was
+ *   <li>{@code exclusion}: a probe window that found a conflicting window inside (any other,
+ *       unless both are read holds of a read-write lock) is a violation, unless the older of the two holds was legitimately lost: its loss was
  *       reported ({@code LockLost.detectedAt}) before the newer hold was acquired — what the
  *       contract's local deadline guarantees — or it was force-unlocked (a {@code forceUnlock} of
  *       that lock may have run between the older acquisition and the newer one; one that failed
@@ -32,10 +32,13 @@ import java.util.stream.Collectors;
  *       loss is known), unless a loss was reported by the end of the call, a forceUnlock may
  *       have hit the hold, or the client was closed.</li>
  *   <li>{@code loss-report}: an {@code IllegalMonitorStateException} from unlock says "lost";
- *       the first sign of a loss to the thread (that exception, a re-entry refused, or a
+ *       the first sign of a loss to the thread (that exception, a re-entry refused — except
+ *       with replica acknowledgement, which refuses a re-entry no replica acknowledged — or a
  *       re-entry failing with "lost") comes after a {@code LockLost} for that hold (same client,
  *       thread and lock) detected no later than that call returned; at most one
- *       {@code LockLost} per hold; every {@code LockLost} belongs to a hold the thread believed
+ *       {@code LockLost} per hold and lock name (a multi-lock's members report one each; a
+ *       read-write lock's loss, which does not say its side, counts for each side the thread
+ *       held); every {@code LockLost} belongs to a hold the thread believed
  *       it held (detected between the start of its acquisition and its release).</li>
  *   <li>{@code lost-calls}: once a loss was reported to the thread, or an explicit lease has
  *       run out with no watchdog section open (its upper bound plus
@@ -45,9 +48,20 @@ import java.util.stream.Collectors;
  *   <li>{@code bounds}: every call returns within its bound (see {@link ModelSettings}); an
  *       interrupted {@code lockInterruptibly} within the quick bound of the interrupt.</li>
  *   <li>{@code outcomes}: no unexpected exception; {@code InterruptedException} only after an
- *       interrupt; {@code IllegalStateException} only once the client was closed.</li>
+ *       interrupt; {@code IllegalStateException} only once the client was closed; no
+ *       {@code LockException} quoting a cluster redirection (ASK or MOVED: the key is elsewhere,
+ *       Redis did not fail).</li>
  *   <li>{@code episodes}: every hold episode ended (released, lost, or abandoned by a close).</li>
- *   <li>plus the processes' own findings ({@code liveness}, {@code cleanup}, {@code worker}).</li>
+ *   <li>{@code fencing}: every fenced hold has a token; no two holds of a lock share one; a hold
+ *       whose acquisition started after another's returned has a greater token (the
+ *       {@code FencedLock} contract: greater than every token handed out before, by any client);
+ *       a re-entry returns its hold's token.</li>
+ *   <li>{@code keep}: after {@code unlockAfter(d)} ended a hold, no hold of that lock (after a
+ *       kept read hold: no write hold) is acquired by a call that started after it returned and
+ *       returned before {@code d} from its start (less 1% and {@value #TOLERANCE_MICROS} µs),
+ *       unless a forceUnlock may have run.</li>
+ *   <li>plus the processes' own findings ({@code liveness}, {@code cleanup}, {@code worker}) and
+ *       the test's {@code handoff} check ({@link #handoffs()}).</li>
  * </ol>
  */
 final class ModelJudge {
@@ -81,9 +95,10 @@ final class ModelJudge {
       return end == null ? "UNFINISHED" : end.outcome();
     }
 
+    /** Whether {@code e} (a LockLost) may be about this hold: same client, thread and name. */
     boolean sameHolder(ModelEvent e) {
       return begin.client().equals(e.client()) && begin.threadId() == e.threadId()
-          && begin.lock().equals(e.lock());
+          && ModelLocks.reportedNames(begin.lock()).contains(e.lock());
     }
   }
 
@@ -93,6 +108,8 @@ final class ModelJudge {
   private final Map<String, ModelEvent> windows = new LinkedHashMap<>();
   private final Map<String, List<ModelEvent>> lostByEpisode = new HashMap<>();
   private final List<ModelEvent> unmatchedLost = new ArrayList<>();
+  /** Holds with a LockLost that may be about another hold of the same thread too. */
+  private final Set<String> sharedLoss = new HashSet<>();
   private final List<ModelEvent> calls = new ArrayList<>();
   private final Map<String, List<ModelEvent>> callsByEpisode = new HashMap<>();
   private final Map<String, List<ModelEvent>> forceUnlocks = new HashMap<>();
@@ -124,7 +141,8 @@ final class ModelJudge {
             callsByEpisode.computeIfAbsent(e.id(), k -> new ArrayList<>()).add(e);
           }
           if (e.op().equals("forceUnlock")) {
-            forceUnlocks.computeIfAbsent(e.lock(), k -> new ArrayList<>()).add(e);
+            forceUnlocks.computeIfAbsent(ModelLocks.probeName(e.lock()),
+                k -> new ArrayList<>()).add(e);
             context.add(e);
           }
         }
@@ -151,18 +169,24 @@ final class ModelJudge {
       if (lost.kind() != Kind.LOST) {
         continue;
       }
-      Episode match = null;
+      // The latest hold of each key that may be meant; a LockLost of a read-write lock whose
+      // thread held both sides then belongs to both (it does not say which side).
+      Map<String, Episode> match = new TreeMap<>();
       for (Episode ep : byHolder.getOrDefault(holderKey(lost), List.of())) {
         if (ep.sameHolder(lost) && ep.callStart() <= lost.start()
-            && lost.start() <= saturatedAdd(ep.endAt(), TOLERANCE_MICROS)
-            && (match == null || ep.callStart() > match.callStart())) {
-          match = ep;
+            && lost.start() <= saturatedAdd(ep.endAt(), TOLERANCE_MICROS)) {
+          match.merge(ep.begin().lock(), ep,
+              (a, b) -> a.callStart() >= b.callStart() ? a : b);
         }
       }
-      if (match == null) {
+      if (match.isEmpty()) {
         unmatchedLost.add(lost);
-      } else {
-        lostByEpisode.computeIfAbsent(match.id(), k -> new ArrayList<>()).add(lost);
+      }
+      for (Episode ep : match.values()) {
+        lostByEpisode.computeIfAbsent(ep.id(), k -> new ArrayList<>()).add(lost);
+        if (match.size() > 1) {
+          sharedLoss.add(ep.id());
+        }
       }
     }
   }
@@ -176,6 +200,8 @@ final class ModelJudge {
     checkBounds();
     checkOutcomes();
     checkEpisodes();
+    checkFencing();
+    checkKeeps();
     for (ModelEvent e : events) {
       if (e.kind() == Kind.NOTE && e.outcome().equals("VIOLATION")) {
         violations.add(new Violation(e.op(), e.start(), e.proc() + ": " + e.text(), List.of()));
@@ -247,7 +273,7 @@ final class ModelJudge {
   }
 
   private boolean forceUnlockMayHaveRun(String lock, long from, long to) {
-    for (ModelEvent call : forceUnlocks.getOrDefault(lock, List.of())) {
+    for (ModelEvent call : forceUnlocks.getOrDefault(ModelLocks.probeName(lock), List.of())) {
       if (!call.outcome().equals("ISE")) {
         boolean ran = call.outcome().equals("OK") || call.outcome().equals("FALSE");
         long latest = ran ? call.end() : call.end() + LATE_FORCE_MICROS;
@@ -305,7 +331,7 @@ final class ModelJudge {
 
   private void checkLossReports() {
     for (ModelEvent call : calls) {
-      if (call.op().equals("unlock") && call.outcome().equals("IMSE")
+      if (isUnlock(call) && call.outcome().equals("IMSE")
           && !ModelActor.mentionsLost(call.text())) {
         violations.add(new Violation("loss-report", call.start(), "unlock of a hold the thread"
             + " believed it had threw IllegalMonitorStateException without saying \"lost\"",
@@ -314,14 +340,16 @@ final class ModelJudge {
     }
     for (Episode ep : episodes.values()) {
       List<ModelEvent> lost = lostByEpisode.getOrDefault(ep.id(), List.of());
-      if (lost.size() > 1) {
+      // One LockLost per lock name (a multi-lock's members report their losses one each).
+      if (lost.stream().map(ModelEvent::lock).distinct().count() < lost.size()
+          && !sharedLoss.contains(ep.id())) {
         List<ModelEvent> evidence = new ArrayList<>(List.of(ep.begin()));
         evidence.addAll(lost);
         violations.add(new Violation("loss-report", lost.get(1).start(), describe(ep)
             + " was reported lost " + lost.size() + " times", evidence));
       }
       ModelEvent signal = callsByEpisode.getOrDefault(ep.id(), List.of()).stream()
-          .filter(ModelJudge::isLossSignal).findFirst().orElse(null);
+          .filter(this::isLossSignal).findFirst().orElse(null);
       if (signal == null) {
         continue;
       }
@@ -344,12 +372,13 @@ final class ModelJudge {
   }
 
   /** A call by which the thread learns its hold is gone. */
-  private static boolean isLossSignal(ModelEvent call) {
-    if (call.op().equals("unlock")) {
+  private boolean isLossSignal(ModelEvent call) {
+    if (isUnlock(call)) {
       return call.outcome().equals("IMSE");
     }
     if (isAcquisition(call) && call.a() > 0) {
-      return call.outcome().equals("FALSE") || (call.outcome().equals("LOCK_EXCEPTION")
+      return (call.outcome().equals("FALSE") && !settings.reentryMayBeRefused())
+          || (call.outcome().equals("LOCK_EXCEPTION")
           && ModelActor.mentionsLost(call.text()));
     }
     return false;
@@ -359,12 +388,13 @@ final class ModelJudge {
 
   private void checkLostCalls() {
     for (ModelEvent call : calls) {
-      if (!call.tag().contains("lost:") || call.outcome().equals("ISE")) {
-        continue;
+      if (!call.tag().contains("lost:") || call.outcome().equals("ISE")
+          || (call.tag().contains("lost:reported") && sharedLoss.contains(call.id()))) {
+        continue; // a read-write loss that may have been the other side's proves nothing here
       }
       String why = call.tag().contains("lost:reported") ? "its loss was known"
           : "its explicit lease had run out (no watchdog section open)";
-      if (call.op().equals("unlock")) {
+      if (isUnlock(call)) {
         // An IMSE without "lost" is already a loss-report violation.
         if (!call.outcome().equals("IMSE")) {
           violations.add(new Violation("lost-calls", call.start(), "unlock when " + why
@@ -430,8 +460,11 @@ final class ModelJudge {
         if (closed == null || closed > call.end()) {
           problem = "IllegalStateException although the client was not closed";
         }
-      } else if (outcome.equals("IMSE") && !call.op().equals("unlock")) {
+      } else if (outcome.equals("IMSE") && !isUnlock(call)) {
         problem = "IllegalMonitorStateException from " + call.op();
+      } else if (outcome.equals("LOCK_EXCEPTION") && isRedirect(call.text())) {
+        // A cluster redirection says where the key is now, not that Redis failed (issue 15.6).
+        problem = "a cluster redirection reported as a failure";
       }
       if (problem != null) {
         violations.add(new Violation("outcomes", call.start(), problem, withEpisode(call)));
@@ -451,10 +484,120 @@ final class ModelJudge {
     }
   }
 
+  // ---- 8. fencing tokens ----
+
+  /**
+   * Per fenced lock, across every client: each hold has a token, no two holds share one, a hold
+   * acquired after another's acquisition returned has a greater token, and a re-entry returns
+   * its hold's token.
+   */
+  private void checkFencing() {
+    Map<String, List<Episode>> byLock = new TreeMap<>();
+    for (Episode ep : episodes.values()) {
+      if (ModelLocks.isFenced(ep.begin().lock())) {
+        byLock.computeIfAbsent(ep.begin().lock(), k -> new ArrayList<>()).add(ep);
+      }
+    }
+    for (List<Episode> holds : byLock.values()) {
+      Map<Long, Episode> byToken = new HashMap<>();
+      for (Episode ep : holds) {
+        long token = ep.begin().c();
+        if (token <= 0) {
+          violations.add(new Violation("fencing", ep.acquiredAt(), describe(ep)
+              + " has no fencing token", List.of(ep.begin())));
+          continue;
+        }
+        Episode twin = byToken.putIfAbsent(token, ep);
+        if (twin != null) {
+          violations.add(new Violation("fencing", ep.acquiredAt(), describe(twin) + " and "
+              + describe(ep) + " carry the same fencing token " + token,
+              List.of(twin.begin(), ep.begin())));
+        }
+      }
+      // Real-time order: the greatest token of the holds acquired before each one started.
+      List<Episode> byAcquired = holds.stream().filter(ep -> ep.begin().c() > 0)
+          .sorted(Comparator.comparingLong(Episode::acquiredAt)).toList();
+      List<Episode> byStart = holds.stream().filter(ep -> ep.begin().c() > 0)
+          .sorted(Comparator.comparingLong(Episode::callStart)).toList();
+      Episode greatest = null;
+      int i = 0;
+      for (Episode ep : byStart) {
+        while (i < byAcquired.size() && byAcquired.get(i).acquiredAt() < ep.callStart()) {
+          Episode before = byAcquired.get(i++);
+          if (greatest == null || before.begin().c() > greatest.begin().c()) {
+            greatest = before;
+          }
+        }
+        if (greatest != null && greatest.begin().c() >= ep.begin().c()) {
+          violations.add(new Violation("fencing", ep.acquiredAt(), describe(ep) + " got token "
+              + ep.begin().c() + ", not greater than " + greatest.begin().c() + " of "
+              + describe(greatest) + ", acquired before it started",
+              List.of(greatest.begin(), ep.begin())));
+        }
+      }
+    }
+    for (ModelEvent call : calls) {
+      long token = token(call);
+      Episode ep = episodes.get(call.id());
+      if (token != 0 && call.a() > 0 && ep != null && token != ep.begin().c()) {
+        violations.add(new Violation("fencing", call.start(), "a re-entry of " + describe(ep)
+            + " returned token " + token + ", the hold's is " + ep.begin().c(),
+            withEpisode(call)));
+      }
+    }
+  }
+
+  private static long token(ModelEvent call) {
+    for (String part : call.tag().split(",")) {
+      if (part.startsWith("token=")) {
+        return Long.parseLong(part.substring("token=".length()));
+      }
+    }
+    return 0;
+  }
+
+  // ---- 9. holdAtLeast ----
+
+  /**
+   * After {@code unlockAfter(d)} ended a hold (OK), nobody acquires the lock (a kept read hold:
+   * nobody writes) before {@code d} from the call's start has passed (less 1% and the
+   * tolerance), unless a forceUnlock may have run meanwhile.
+   */
+  private void checkKeeps() {
+    for (ModelEvent call : calls) {
+      if (!call.op().startsWith("unlockAfter") || !call.outcome().equals("OK")
+          || call.a() != 1) {
+        continue;
+      }
+      String op = call.op();
+      long keep = Long.parseLong(op.substring(op.indexOf('(') + 1, op.indexOf("ms")));
+      long until = call.start() + keep * 1_000 - keep * 10 - TOLERANCE_MICROS;
+      String name = ModelLocks.probeName(call.lock());
+      boolean keptShared = ModelLocks.isShared(call.lock());
+      for (Episode ep : episodes.values()) {
+        String lock = ep.begin().lock();
+        if (!ModelLocks.probeName(lock).equals(name) || ep.callStart() < call.end()
+            || ep.acquiredAt() >= until || (keptShared && ModelLocks.isShared(lock))
+            || forceUnlockMayHaveRun(name, call.start(), ep.acquiredAt())) {
+          continue;
+        }
+        violations.add(new Violation("keep", ep.acquiredAt(), describe(ep) + " acquired '"
+            + lock + "' " + (ep.acquiredAt() - call.start()) / 1_000 + " ms after " + op
+            + " began, which keeps it held " + keep + " ms", List.of(call, ep.begin())));
+      }
+    }
+  }
+
+  /** Local handoffs (TRANSFER) run by every client, as counted when each was closed. */
+  long handoffs() {
+    return events.stream().filter(e -> e.kind() == Kind.CLIENT && e.op().equals("closed"))
+        .mapToLong(ModelEvent::a).sum();
+  }
+
   // ---- figures ----
 
   /** Figures for the summary table, in display order. */
-  Map<String, String> figures(long runMicros, Map<ModelFaults.Kind, Integer> injected,
+  Map<String, String> figures(long runMicros, Map<String, Integer> injected,
       long connections) {
     Map<String, String> f = new LinkedHashMap<>();
     f.put("seed", Long.toString(settings.seed()));
@@ -480,7 +623,17 @@ final class ModelJudge {
         .filter(e -> e.kind() == Kind.CLIENT && e.op().equals("closed")).count()));
     f.put("max wait (ms)", maxima(calls.stream().filter(ModelJudge::isAcquisition).toList()));
     f.put("max unlock (ms)", maxima(calls.stream()
-        .filter(c -> c.op().equals("unlock")).toList()));
+        .filter(c -> isUnlock(c)).toList()));
+    f.put("LockExceptions quoting ASK/MOVED / TRYAGAIN", calls.stream()
+        .filter(c -> c.outcome().equals("LOCK_EXCEPTION") && isRedirect(c.text())).count()
+        + " / " + calls.stream().filter(c -> c.outcome().equals("LOCK_EXCEPTION")
+            && c.text().contains("TRYAGAIN")).count());
+    f.put("local handoffs (TRANSFER)", Long.toString(handoffs()));
+    f.put("kept releases (unlockAfter OK)", Long.toString(calls.stream()
+        .filter(c -> c.op().startsWith("unlockAfter") && c.outcome().equals("OK")).count()));
+    f.put("fenced holds", Long.toString(episodes.values().stream()
+        .filter(ep -> ep.begin().c() > 0).count()));
+    f.put("holds by lock", count(new ArrayList<>(episodes.values()), ep -> ep.begin().lock()));
     f.put("violations", Integer.toString(violations.size()));
     return f;
   }
@@ -555,8 +708,18 @@ final class ModelJudge {
         + (ep.end() == null ? "" : " " + ModelEvent.time(ep.endAt())) + ")";
   }
 
+  /** Client and thread: a LockLost's name is matched by {@link Episode#sameHolder}. */
   private static String holderKey(ModelEvent e) {
-    return e.client() + "|" + e.threadId() + "|" + e.lock();
+    return e.client() + "|" + e.threadId();
+  }
+
+  /** An exception message quoting a cluster redirection ({@code -ASK} or {@code -MOVED}). */
+  static boolean isRedirect(String text) {
+    return text.contains("ASK ") || text.contains("MOVED ");
+  }
+
+  static boolean isUnlock(ModelEvent call) {
+    return call.op().equals("unlock") || call.op().startsWith("unlockAfter");
   }
 
   private static long saturatedAdd(long a, long b) {

@@ -106,6 +106,59 @@ class ModelJudgeTest {
     assertEquals(List.of("bounds", "outcomes", "episodes"), checks());
   }
 
+  @Test
+  void fencingTokens_repeatedOrNotIncreasing_areViolations() {
+    fenced("a", "A", 1, T, T + 10, 100);
+    fenced("b", "B", 2, T + 1_000_000, T + 1_000_010, 100); // the same token: two violations
+    fenced("c", "C", 3, T + 2_000_000, T + 2_000_010, 150);
+    fenced("d", "D", 4, T + 3_000_000, T + 3_000_010, 140); // lower than c's, acquired before
+
+    assertEquals(List.of("fencing", "fencing", "fencing"), checks());
+  }
+
+  @Test
+  void fencingTokens_ofOverlappingAcquisitions_mayComeInEitherOrder() {
+    fenced("a", "A", 1, T, T + 2_000_000, 200);
+    fenced("b", "B", 2, T + 1_000_000, T + 1_500_000, 150); // started before a returned
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void acquisitionWhileAnUnlockAfterKeepsTheLock_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 1_001_000, "UNLOCKED");
+    call("A", 1, "a", "unlockAfter(1000ms)", "OK", T + 1_000_000, 1, 0, "", "");
+    episode("b", "B", 2, T + 1_500_000, T + 1_600_000, T + 3_000_000, "UNLOCKED");
+    episode("c", "C", 3, T + 1_700_000, T + 2_100_000, T + 3_000_000, "UNLOCKED"); // after
+
+    assertEquals(List.of("keep"), checks());
+  }
+
+  @Test
+  void readers_sharingALockLost_matchEveryHoldItMayMean() {
+    // A thread holds both sides of r0; one LockLost names r0: both holds may be meant.
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", "A", "A", 1, "r0/1w", "w", "lock()", "",
+        T, T + 10, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", "A", "A", 1, "r0/2r", "r", "lock()", "",
+        T + 100, T + 110, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "r0", "", "LockLost", "",
+        T + 1_000_000, T + 1_000_100, 0, 0, 0, "", "expired"));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", "A", "A", 1, "r0/1w", "w", "", "LOST",
+        T + 2_000_000, T + 2_000_000, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", "A", "A", 1, "r0/2r", "r", "", "LOST",
+        T + 2_000_000, T + 2_000_000, 0, 0, 0, "", ""));
+
+    assertEquals(List.of(), checks());
+  }
+
+  private void fenced(String id, String client, long thread, long start, long acquired,
+      long token) {
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", client, client, thread, "x0", id,
+        "lock()", "", start, acquired, 0, 0, token, "", ""));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", client, client, thread, "x0", id, "",
+        "UNLOCKED", acquired + 100, acquired + 100, 0, 0, 0, "", ""));
+  }
+
   private List<String> checks() {
     return new ModelJudge(SETTINGS, events).judge().stream().map(ModelJudge.Violation::check)
         .toList();

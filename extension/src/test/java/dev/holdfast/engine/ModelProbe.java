@@ -7,9 +7,11 @@ import redis.clients.jedis.Jedis;
 
 /**
  * The exclusion probe: one connection of one actor to a separate redis-server that no fault
- * ever touches. Entering a window increments {@code probe:<lock>} and adds the window to
- * {@code probe-in:<lock>}, atomically, and answers the count and who is inside; a count above 1
- * means two holders at once, whatever the library said. Leaving undoes both.
+ * ever touches. Entering a window increments {@code probe:<lock>} and adds the window, tagged
+ * with its mode ({@code r:} shared, {@code w:} exclusive), to {@code probe-in:<lock>},
+ * atomically, and answers who is inside; a window that finds a conflicting one inside (any
+ * other, unless both are shared) means two holders at once, whatever the library said. Leaving
+ * undoes both.
  *
  * <p>Not thread-safe: one per actor thread.
  */
@@ -34,19 +36,32 @@ final class ModelProbe implements AutoCloseable {
         .autoNegotiateProtocol(false).build());
   }
 
-  /** Who was inside on entry, this window included. */
-  record Entry(long count, List<String> inside) {
+  /**
+   * What a window found on entry.
+   *
+   * @param count the windows inside, this one included
+   * @param conflicting the other windows inside that conflict with this one
+   */
+  record Entry(long count, List<String> conflicting) {
   }
 
-  Entry enter(String lock, String window) {
+  /** Enters {@code window} on {@code lock}; a {@code shared} window conflicts only with others. */
+  Entry enter(String lock, String window, boolean shared) {
     List<?> reply = (List<?>) jedis.eval(ENTER, List.of("probe:" + lock, "probe-in:" + lock),
-        List.of(window));
-    List<String> inside = ((List<?>) reply.get(1)).stream().map(String::valueOf).toList();
-    return new Entry(((Number) reply.get(0)).longValue(), inside);
+        List.of(tagged(window, shared)));
+    List<String> conflicting = ((List<?>) reply.get(1)).stream().map(String::valueOf)
+        .filter(w -> !w.substring(2).equals(window) && !(shared && w.startsWith("r:")))
+        .map(w -> w.substring(2)).toList();
+    return new Entry(((Number) reply.get(0)).longValue(), conflicting);
   }
 
-  void exit(String lock, String window) {
-    jedis.eval(EXIT, List.of("probe:" + lock, "probe-in:" + lock), List.of(window));
+  void exit(String lock, String window, boolean shared) {
+    jedis.eval(EXIT, List.of("probe:" + lock, "probe-in:" + lock),
+        List.of(tagged(window, shared)));
+  }
+
+  private static String tagged(String window, boolean shared) {
+    return (shared ? "r:" : "w:") + window;
   }
 
   @Override

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -26,7 +27,11 @@ final class ModelProcess implements AutoCloseable {
   private final ScheduledThreadPoolExecutor interrupter;
   private volatile boolean stopping;
 
-  ModelProcess(ModelSettings settings, List<Integer> proxyPorts, ModelHistory history) {
+  /**
+   * @param clients the properties of each client position (one {@link ModelSlot} each)
+   */
+  ModelProcess(ModelSettings settings, List<Map<String, String>> clients,
+      ModelHistory history) {
     this.history = history;
     this.interrupter = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, history.proc() + "-interrupter");
@@ -34,10 +39,9 @@ final class ModelProcess implements AutoCloseable {
       return t;
     });
     interrupter.setRemoveOnCancelPolicy(true);
-    for (int c = 0; c < proxyPorts.size(); c++) {
+    for (int c = 0; c < clients.size(); c++) {
       String slotLabel = history.proc() + ".c" + c;
-      ModelSlot slot = new ModelSlot(slotLabel,
-          settings.clientProperties(proxyPorts.get(c)), history);
+      ModelSlot slot = new ModelSlot(slotLabel, clients.get(c), history);
       slots.add(slot);
       for (int t = 0; t < settings.threads(); t++) {
         ModelActor actor = new ModelActor(slotLabel + ".t" + t, slot, settings, history,

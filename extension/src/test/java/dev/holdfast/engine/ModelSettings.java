@@ -17,9 +17,22 @@ import java.util.Random;
  * @param locks          the lock names the actors share
  * @param threads        actor threads per client
  * @param probePort      the never-faulted probe server (127.0.0.1)
+ * @param syncTimeoutMillis {@code holdfast.redis.sync-timeout} where replicas acknowledge
+ *                       (each script call may wait that long for them); 0 without replicas
  */
 record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<String> locks,
-    int threads, int probePort) {
+    int threads, int probePort, int syncTimeoutMillis) {
+
+  ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<String> locks,
+      int threads, int probePort) {
+    this(seed, timeoutMillis, watchdogMillis, locks, threads, probePort, 0);
+  }
+
+  /** These settings for clients whose calls wait up to {@code millis} for replicas. */
+  ModelSettings withSyncTimeout(int millis) {
+    return new ModelSettings(seed, timeoutMillis, watchdogMillis, locks, threads, probePort,
+        millis);
+  }
 
   /** Shortest and longest explicit lease: long next to the work done in a section. */
   static final int MIN_LEASE_MS = 1_000;
@@ -32,9 +45,11 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
    * How long lock() and lockInterruptibly() may take. Holds are short (most last well under a
    * second; one in seven works 1-4 s; an actor releases after 5 s unless a call blocks), a lost
    * or abandoned hold expires within its lease (3 s at most), an outage lasts at most 4.5 s and
-   * lock() gives up after one watchdog timeout of it, and nine threads compete for three names;
-   * 30 s is several times the worst plausible queue, so exceeding it means a waiter that was not
-   * woken or a lock that was never released.
+   * lock() gives up after one watchdog timeout of it (a failover takes 2-4 s; a replica's full
+   * resync blocks nothing under sync-replicas=auto, which waits only for online replicas), and
+   * nine threads compete for six lock keys, about half of the new holds for the hot one; 30 s is
+   * several times the worst plausible queue, so exceeding it means a waiter that was not woken
+   * or a lock that was never released.
    */
   static final int LOCK_BOUND_MS = 30_000;
   /** Slack on top of a wait for calls that may retry three times: CPU starvation, GC. */
@@ -45,7 +60,7 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
     Random random = new Random(seed);
     int timeout = 300 + 100 * random.nextInt(3);
     int watchdog = 1_500 + 500 * random.nextInt(4);
-    return new ModelSettings(seed, timeout, watchdog, List.of("m0", "m1", "m2"), 3, probePort);
+    return new ModelSettings(seed, timeout, watchdog, ModelLocks.KEYS, 3, probePort);
   }
 
   /** Client properties for a client behind {@code proxyPort}. */
@@ -57,9 +72,21 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
     return p;
   }
 
-  /** Bound for a call that may retry a script three times but never waits for a holder. */
+  /**
+   * Bound for a call that may retry a script three times but never waits for a holder; each
+   * try may also wait for the replicas' acknowledgement.
+   */
   long quickBoundMicros() {
-    return (3L * timeoutMillis + SLACK_MS) * 1_000;
+    return (3L * (timeoutMillis + syncTimeoutMillis) + SLACK_MS) * 1_000;
+  }
+
+  /**
+   * Whether a re-entry may be refused ({@code false}) while the hold lasts: with replica
+   * acknowledgement, a re-entry that no replica acknowledged in time is rolled back and not
+   * granted (LockClientConfig.Builder#syncReplicas), so {@code false} does not mean lost.
+   */
+  boolean reentryMayBeRefused() {
+    return syncTimeoutMillis > 0;
   }
 
   /** Bound for tryLock with {@code waitMillis}. */
@@ -85,6 +112,7 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
     args.add("locks=" + String.join(",", locks));
     args.add("threads=" + threads);
     args.add("probe=" + probePort);
+    args.add("sync=" + syncTimeoutMillis);
     return args;
   }
 
@@ -93,13 +121,14 @@ record ModelSettings(long seed, int timeoutMillis, int watchdogMillis, List<Stri
     return new ModelSettings(Long.parseLong(args.get("seed")),
         Integer.parseInt(args.get("timeout")), Integer.parseInt(args.get("watchdog")),
         List.of(args.get("locks").split(",")), Integer.parseInt(args.get("threads")),
-        Integer.parseInt(args.get("probe")));
+        Integer.parseInt(args.get("probe")), Integer.parseInt(args.get("sync")));
   }
 
   @Override
   public String toString() {
     return "timeout " + timeoutMillis + "ms, watchdog " + watchdogMillis + "ms, leases "
         + MIN_LEASE_MS + "-" + MAX_LEASE_MS + "ms, work <= " + MAX_WORK_MS + "ms, locks " + locks
-        + ", " + threads + " threads per client";
+        + ", " + threads + " threads per client"
+        + (syncTimeoutMillis > 0 ? ", sync-timeout " + syncTimeoutMillis + "ms" : "");
   }
 }

@@ -130,8 +130,10 @@ final class ModelSlot implements AutoCloseable {
     long start = ModelEvent.now();
     generation.client.close();
     generation.closedAt = ModelEvent.now();
+    // a: the local handoffs this client ran, which the run counts
     history.add(ModelEvent.Kind.CLIENT, generation.clientId, actor, 0, "", label, "closed", "",
-        start, generation.closedAt, 0, 0, 0, "", "");
+        start, generation.closedAt, Clients.engine(generation.client).localHandoffs(), 0, 0, "",
+        "");
   }
 
   private Generation open() {

@@ -29,7 +29,8 @@ public final class ModelWorker {
 
   /**
    * @param args {@code key=value}: the {@link ModelSettings#toArgs() settings}, {@code proc}
-   *     (the process label) and {@code proxies} (comma-separated proxy ports, one per client)
+   *     (the process label) and, per client {@code i} from 0, its properties as
+   *     {@code client<i>.<property>=<value>}
    */
   public static void main(String[] args) throws Exception {
     PrintStream protocol = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -40,15 +41,25 @@ public final class ModelWorker {
       options.put(arg.substring(0, eq), arg.substring(eq + 1));
     }
     ModelSettings settings = ModelSettings.fromArgs(options);
-    List<Integer> ports = new ArrayList<>();
-    for (String port : options.get("proxies").split(",")) {
-      ports.add(Integer.parseInt(port));
+    List<Map<String, String>> clients = new ArrayList<>();
+    for (int i = 0; ; i++) {
+      String prefix = "client" + i + ".";
+      if (options.keySet().stream().noneMatch(k -> k.startsWith(prefix))) {
+        break;
+      }
+      Map<String, String> properties = new java.util.LinkedHashMap<>();
+      options.forEach((k, v) -> {
+        if (k.startsWith(prefix)) {
+          properties.put(k.substring(prefix.length()), v);
+        }
+      });
+      clients.add(properties);
     }
     ModelHistory history = new ModelHistory(options.get("proc"), line -> send(protocol,
         "E\t" + line));
     BufferedReader commands =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-    try (ModelProcess process = new ModelProcess(settings, ports, history)) {
+    try (ModelProcess process = new ModelProcess(settings, clients, history)) {
       process.start();
       send(protocol, "READY");
       String command = commands.readLine();
@@ -67,6 +78,17 @@ public final class ModelWorker {
       send(protocol, "DONE");
     }
     System.exit(0);
+  }
+
+  /** The arguments giving {@code clients} to a worker. */
+  static List<String> clientArgs(List<Map<String, String>> clients) {
+    List<String> args = new ArrayList<>();
+    for (int i = 0; i < clients.size(); i++) {
+      for (Map.Entry<String, String> e : clients.get(i).entrySet()) {
+        args.add("client" + i + "." + e.getKey() + "=" + e.getValue());
+      }
+    }
+    return args;
   }
 
   private static void send(PrintStream protocol, String line) {

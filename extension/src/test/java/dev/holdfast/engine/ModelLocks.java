@@ -1,0 +1,90 @@
+package dev.holdfast.engine;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * The lock keys of a {@link LockModelTest} run and what each one means: every actor names a
+ * lock by its <em>key</em>, which fixes the kind of lock, how the exclusion probe sees it and
+ * which names its {@code LockLost} events carry.
+ *
+ * <ul>
+ *   <li>{@code m…}: the exclusive lock ({@link LockClient#getLock}); {@value #HOT} is the hot
+ *       name most actors compete for, so that threads of one client wait for each other and the
+ *       lock is handed off locally (TRANSFER); {@value #HOT_TWIN} is another exclusive lock, also
+ *       hot, whose unlock channel is the same ({@code redisson_lock__channel:{m0}}): two names
+ *       are two locks even when their channel is one;</li>
+ *   <li>{@code f…}: the fair lock ({@link LockClient#getFairLock});</li>
+ *   <li>{@code x…}: the fenced lock ({@link LockClient#getFencedLock}): every hold carries a
+ *       token, recorded with the hold;</li>
+ *   <li>{@code <name>/1w} and {@code <name>/2r}: the write and read sides of the read-write lock
+ *       {@code <name>} ({@link LockClient#getReadWriteLock}). The side is in the key's order so
+ *       that the actors' rule "take another lock only if its key is higher" allows write then
+ *       read (the contract's downgrade) and never read then write (an upgrade, refused);</li>
+ *   <li>{@value #MULTI}: a multi-lock ({@link LockClient#getMultiLock}) over the exclusive locks
+ *       {@code n0} and {@code n1}, which nothing else takes.</li>
+ * </ul>
+ */
+final class ModelLocks {
+  /** The keys of every run. */
+  static final List<String> KEYS = List.of("f0", "m0", "mm", "r0/1w", "r0/2r", "x0", "{m0}");
+  static final String HOT = "m0";
+  /** A second exclusive lock whose unlock channel is {@value #HOT}'s (Redisson's naming). */
+  static final String HOT_TWIN = "{m0}";
+  static final String MULTI = "mm";
+  private static final List<String> MULTI_MEMBERS = List.of("n0", "n1");
+
+  private ModelLocks() {
+  }
+
+  /** A handle of {@code client} on the lock {@code key} names. No I/O. */
+  static DistributedLock handle(LockClient client, String key) {
+    if (key.equals(MULTI)) {
+      return client.getMultiLock(MULTI_MEMBERS.stream().map(client::getLock)
+          .toArray(DistributedLock[]::new));
+    }
+    if (isReadWrite(key)) {
+      var rw = client.getReadWriteLock(probeName(key));
+      return isShared(key) ? rw.readLock() : rw.writeLock();
+    }
+    return switch (key.charAt(0)) {
+      case 'f' -> client.getFairLock(key);
+      case 'x' -> client.getFencedLock(key);
+      default -> client.getLock(key);
+    };
+  }
+
+  static boolean isReadWrite(String key) {
+    return key.contains("/");
+  }
+
+  /** The read side of a read-write lock: shares the lock with other readers. */
+  static boolean isShared(String key) {
+    return key.endsWith("/2r");
+  }
+
+  static boolean isFenced(String key) {
+    return key.startsWith("x");
+  }
+
+  /** Whether {@code unlockAfter} keeps this lock held (a multi-lock is a plain unlock). */
+  static boolean keepable(String key) {
+    return !key.equals(MULTI);
+  }
+
+  /**
+   * The name the probe (and forceUnlock) sees: both sides of a read-write lock are one lock,
+   * whose windows conflict unless both are reads.
+   */
+  static String probeName(String key) {
+    int slash = key.indexOf('/');
+    return slash < 0 ? key : key.substring(0, slash);
+  }
+
+  /** The lock names a {@code LockLost} for a hold of {@code key} may carry. */
+  static Set<String> reportedNames(String key) {
+    return key.equals(MULTI) ? Set.copyOf(MULTI_MEMBERS) : Set.of(probeName(key));
+  }
+}
