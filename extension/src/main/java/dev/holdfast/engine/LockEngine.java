@@ -438,6 +438,8 @@ public final class LockEngine implements AutoCloseable {
     if (hold == null || !hold.lose(reason)) {
       return false;
     }
+    // Taken at once: an unlock() on another thread may report the loss before the log is out.
+    Instant detectedAt = Instant.now();
     cancelDeadline(hold);
     if (hold.acquiredAt() != 0) { // a record of owed work was never held: nothing was lost
       observer.lost(hold.template, cause);
@@ -446,7 +448,7 @@ public final class LockEngine implements AutoCloseable {
     }
     LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by thread " + hold.threadId
         + " was lost: " + reason);
-    LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, Instant.now());
+    LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, detectedAt);
     try {
       events.execute(() -> deliver(event));
     } catch (RejectedExecutionException e) {
