@@ -16,8 +16,9 @@ package dev.holdfast.engine;
  * <p><b>Request markers.</b> Each call has a request id, and a marker key per request id (same
  * slot as the lock, under the key prefix) records outcomes that the count alone cannot prove:
  * <ul>
- *   <li>{@code d:<n>} — the request ran and left count {@code n} (written by every final release,
- *       and by any call sent a second time, a "sealed" call);</li>
+ *   <li>{@code d:<n>} or {@code d:<n>:<token>} — the request ran and left count {@code n}
+ *       (written by every final release, and by any call sent a second time, a "sealed" call);
+ *       a fenced grant records the token it was given;</li>
  *   <li>{@code n:<pttl>} — a sealed acquisition ran and found the lock held by someone else;</li>
  *   <li>{@code x:<n>} — the request was resolved by {@link #RESOLVE}: a copy arriving later (a
  *       retry queued behind a paused server or a slow network) is refused.</li>
@@ -25,14 +26,270 @@ package dev.holdfast.engine;
  * The first attempt of a call writes no marker (except a final release), so the common path
  * costs one extra read of a missing key.
  *
+ * <p><b>The replay rule.</b> A recorded outcome counts only while it is still true. A re-sent
+ * acquisition whose marker says {@code d:<n>} is answered "granted" only if the caller's field
+ * still has exactly {@code n} and the hold is live (for a read hold: one of its own section keys
+ * lives); it then answers the token that request was given (from the marker, never the token
+ * key, which a later grant may have moved on) and the TTL the hold has <em>now</em> (never the
+ * full lease: the client counts it from the re-send). Otherwise the grant has ended since (its
+ * lease ran out, it was force-unlocked, someone else may hold the lock): a fresh acquisition is
+ * told "held by someone else" ({@code {0, pttl}}) and tries again as a new request; a re-entry is
+ * told its hold is gone ({@code -1}) or that the count is not what it can be ({@code -2}). A
+ * re-sent release whose marker says {@code d:<n>} with {@code n > 0} is answered {@code n} only
+ * while the caller's field still has {@code n} ({@code -1} when it is gone).
+ *
+ * <p><b>One skeleton, every kind.</b> The acquire, release and resolve scripts of every kind are
+ * composed from the same fragments, and each kind adds only its own logic:
+ * <ul>
+ *   <li>{@link #MARKER}: reading a request's marker ({@code read_marker()});</li>
+ *   <li>{@link #ACQUIRE_PROLOGUE} and {@link #ACQUIRE_FLOW}: the replay rule, the expected-count
+ *       check, the fencing token and sealing of every acquisition. Between them the kind defines
+ *       four Lua functions: {@code live(count)} — the TTL the caller's hold of {@code count}
+ *       sections has now, or nil if it no longer stands; {@code refused(count)} — for a fresh
+ *       acquisition, nil if the caller may take the lock, else the pttl to report (the kind may
+ *       queue the caller); {@code take(count)} — grant a fresh acquisition, returning the TTL;
+ *       {@code reenter(count, pttl)} — grant a re-entry ({@code count} is {@code expected}, or
+ *       {@code expected + 1} when this request ran unsealed before), returning the count and
+ *       TTL. {@link #HASH_HOLD} gives {@code live} and {@code reenter} of a hold that is a hash
+ *       field under the key's expiry (exclusive, fair, write);</li>
+ *   <li>{@link #RELEASE_PROLOGUE}: the replay rule and expected-count check of every release;
+ *       the kind's body follows with {@code count == expected} and {@code seal(n)};</li>
+ *   <li>{@link #RESOLVE_PROLOGUE}: marker lookup and the target count of every resolve; the
+ *       kind's body follows with {@code count}, {@code target}, {@code outcome} and
+ *       {@code settled(n)}.</li>
+ * </ul>
+ * KEEP, TRANSFER and RENEW are written out whole for now. A marked KEEP or TRANSFER can take the
+ * same fragments as they are: {@code read_marker()} for the lookup, a kind's {@code live(count)}
+ * for its replay (a replayed TRANSFER is "handed over" only while the waiter's field has 1), and
+ * {@link #HASH_HOLD}'s {@code live} is what RENEW checks of a hash hold.
+ *
  * <p><b>Order of effects.</b> Redis does not roll back a script that fails halfway, so every call
- * that can be refused (a publish the ACL user may not make, a marker key outside its key
+ * that can be refused (a publish the ACL user may not make, a marker or token key outside its key
  * patterns) comes before the change to the lock: a refused call changes nothing. Waiters cannot
  * observe the order inside a script.
  */
 final class LockScripts {
 
   private LockScripts() {
+  }
+
+  // ---- The skeleton: fragments every kind's acquire, release and resolve are composed of ----
+
+  /**
+   * {@code read_marker()}: the marker of this call's request ({@code KEYS[2]}) — its letter
+   * ({@code 'd'}, {@code 'n'} or {@code 'x'}), its number (the count the request left, or the
+   * pttl it found) and the token a fenced grant was given (0 if none); nil if there is none. The
+   * only place that parses a marker: markers written before tokens were recorded parse the same.
+   */
+  private static final String MARKER = """
+      local function read_marker()
+        local marker = redis.call('get', KEYS[2])
+        if not marker then
+          return nil
+        end
+        local number, token = string.match(marker, '^.:(%-?%d+):?(%d*)')
+        return string.sub(marker, 1, 1), tonumber(number), tonumber(token) or 0
+      end
+      """;
+
+  /**
+   * What every acquire script starts with ({@link #ACQUIRE}'s KEYS and ARGV): {@code lease},
+   * {@code expected}, {@link #MARKER}, {@code token()} (assigns a fencing token when asked) and
+   * {@code seal(n, token)} (records, for a sealed call, that the request ran and left count n
+   * with that token). Then the kind's functions, then {@link #ACQUIRE_FLOW}.
+   */
+  private static final String ACQUIRE_PROLOGUE = MARKER + """
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
+      local function token()
+        if ARGV[6] ~= '1' then
+          return 0
+        end
+        local time = redis.call('time')
+        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
+        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
+        return next
+      end
+      local function seal(n, granted)
+        if ARGV[4] == '1' then
+          local outcome = 'd:' .. n
+          if granted > 0 then
+            outcome = outcome .. ':' .. string.format('%.0f', granted)
+          end
+          redis.call('set', KEYS[2], outcome, 'px', ARGV[5])
+        end
+      end
+      """;
+
+  /**
+   * The flow of every acquisition, after {@link #ACQUIRE_PROLOGUE} and the kind's
+   * {@code live}, {@code refused}, {@code take} and {@code reenter}: the replay rule (see the
+   * class comment), then the expected-count check, then the kind's grant. The token is assigned
+   * and the outcome sealed before the lock changes (both may be refused by an ACL).
+   */
+  private static final String ACQUIRE_FLOW = """
+      local letter, recorded, given = read_marker()
+      if letter == 'd' then
+        -- A replay counts only while it is still true.
+        local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+        local pttl = count == recorded and count > 0 and live(count)
+        if pttl then
+          return {1, count, pttl, given}
+        elseif expected == 0 and count <= 1 then
+          -- That grant ended: not granted, try again as a new request.
+          pttl = redis.call('pttl', KEYS[1])
+          if pttl == -2 then
+            pttl = 0
+          end
+          return {0, pttl, 0, 0}
+        elseif count == 0 or count == recorded then
+          return {-1, 0, 0, 0}
+        end
+        return {-2, count, 0, 0}
+      elseif letter == 'n' then
+        return {0, recorded, 0, 0}
+      elseif letter then
+        return {-3, 0, 0, 0}
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      if expected == 0 then
+        if count > 1 then
+          return {-2, count, 0, 0}
+        end
+        local pttl = refused(count)
+        if pttl then
+          if ARGV[4] == '1' then
+            redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
+          end
+          return {0, pttl, 0, 0}
+        end
+        local granted = token()
+        seal(1, granted)
+        return {1, 1, take(count), granted}
+      end
+      if count == 0 then
+        return {-1, 0, 0, 0}
+      elseif count ~= expected and count ~= expected + 1 then
+        return {-2, count, 0, 0}
+      end
+      local pttl = live(count)
+      if not pttl then
+        return {-1, 0, 0, 0} -- its lease ended: it is no longer held
+      end
+      local granted = token()
+      seal(expected + 1, granted)
+      count, pttl = reenter(count, pttl)
+      return {1, count, pttl, granted}
+      """;
+
+  /**
+   * {@code live} and {@code reenter} of a hold that is a hash field under the key's expiry: live
+   * while the key has time left; a re-entry adds one (unless this request already did) and never
+   * shortens the key's expiry.
+   */
+  private static final String HASH_HOLD = """
+      local function live(count)
+        local pttl = redis.call('pttl', KEYS[1])
+        if pttl == 0 or pttl == -2 then
+          return nil
+        end
+        return pttl
+      end
+      local function reenter(count, pttl)
+        if count == expected then
+          count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+        end
+        if pttl >= 0 and pttl < lease then
+          redis.call('pexpire', KEYS[1], lease)
+          pttl = lease
+        end
+        return count, pttl
+      end
+      """;
+
+  /**
+   * What every release script starts with ({@link #RELEASE}'s KEYS and ARGV): {@link #MARKER},
+   * {@code seal(n)} (records that the request ran and left count n), the replay rule, and the
+   * expected-count check: a request that already ran ({@code count == expected - 1}) is answered,
+   * not applied. The kind's body follows with {@code count == expected}.
+   */
+  private static final String RELEASE_PROLOGUE = MARKER + """
+      local function seal(n)
+        redis.call('set', KEYS[2], 'd:' .. n, 'px', ARGV[5])
+      end
+      local letter, recorded = read_marker()
+      if letter == 'd' then
+        -- A replay counts only while it is still true: the count it left is still the caller's.
+        if recorded == 0 then
+          return 0
+        end
+        local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+        if count == recorded then
+          return count
+        elseif count == 0 then
+          return -1
+        end
+        return -2
+      elseif letter then
+        return -2
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return -1
+      end
+      local expected = tonumber(ARGV[3])
+      if count == expected - 1 then
+        if ARGV[7] == '1' then
+          seal(count)
+        end
+        return count
+      elseif count ~= expected then
+        return -2
+      end
+      """;
+
+  /**
+   * What every resolve script starts with ({@link #RESOLVE}'s KEYS and ARGV): {@link #MARKER}; a
+   * request resolved before answers as it did; else {@code outcome} ('d' if its marker says it
+   * ran), the caller's {@code count}, the {@code target} count it settles to, and
+   * {@code settled(n)}, which records the request resolved. The kind's body follows.
+   */
+  private static final String RESOLVE_PROLOGUE = MARKER + """
+      local letter, recorded = read_marker()
+      if letter == 'x' then
+        return {recorded, 'x'}
+      end
+      local outcome = ''
+      if letter == 'd' then
+        outcome = 'd'
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local expected = tonumber(ARGV[2])
+      local target = count
+      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
+        target = 0
+      elseif ARGV[3] == 'acquire' and count == expected + 1 then
+        target = expected
+      end
+      local function settled(n)
+        redis.call('set', KEYS[2], 'x:' .. n, 'px', ARGV[6])
+      end
+      """;
+
+  /** An acquire script: the kind's functions (and the helpers they use) inside the skeleton. */
+  private static LockScript acquireScript(String name, String kind) {
+    return new LockScript(name, ACQUIRE_PROLOGUE + kind + ACQUIRE_FLOW);
+  }
+
+  /** A release script: the kind's body after the shared prologue. */
+  private static LockScript releaseScript(String name, String helpers, String body) {
+    return new LockScript(name, helpers + RELEASE_PROLOGUE + body);
+  }
+
+  /** A resolve script: the kind's body after the shared prologue. */
+  private static LockScript resolveScript(String name, String helpers, String body) {
+    return new LockScript(name, helpers + RESOLVE_PROLOGUE + body);
   }
 
   /**
@@ -51,7 +308,8 @@ final class LockScripts {
    * ARGV[7] how long the token key lives after the last fenced grant, in ms
    * returns {1, count, pttl, token}  the caller holds the lock with that count; the key expires
    *                                  in pttl; token is the new fencing token (0 if none assigned)
-   *         {0, pttl, 0, 0}   someone else holds it (pttl -1: a lock without expiry)
+   *         {0, pttl, 0, 0}   someone else holds it (pttl -1: a lock without expiry; 0: a
+   *                           replayed grant that has ended and a lock that is free now)
    *         {-1, 0, 0, 0}     a re-entry whose hold is gone: refused, nothing changed
    *         {-2, count, 0, 0} the field's count is not what the caller can have: nothing changed
    *         {-3, 0, 0, 0}     this request was resolved (cancelled) earlier: nothing changed
@@ -59,75 +317,29 @@ final class LockScripts {
    *
    * A fresh acquisition that finds the caller's own field with count 1 takes it over: it is this
    * request's replay or the leftover of an earlier uncertain one of the same thread, which holds
-   * nothing else. A re-entry never shortens the key's expiry below what it was.
+   * nothing else. A re-entry never shortens the key's expiry below what it was. A replay is
+   * answered as the class comment's replay rule says: granted (with the key's TTL now and the
+   * token this request was given) only while the caller's field still has the count it left.
    *
    * <p>A fencing token is the larger of the last token plus one and the server's clock in
    * microseconds, so tokens only grow even after the token key is gone (expired, or lost in a
    * restart without persistence); it stays below 2^53, exact in Lua's numbers.
    */
-  static final LockScript ACQUIRE = new LockScript("acquire", """
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
-        end
-        local time = redis.call('time')
-        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
-      end
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          local last = 0
-          if ARGV[6] == '1' then
-            last = tonumber(redis.call('get', KEYS[3]) or '0')
+  static final LockScript ACQUIRE = acquireScript("acquire", HASH_HOLD + """
+      local function refused(count)
+        if count == 0 then
+          local pttl = redis.call('pttl', KEYS[1])
+          if pttl ~= -2 then
+            return pttl
           end
-          return {1, value, redis.call('pttl', KEYS[1]), last}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
         end
-        return {-3, 0, 0, 0}
+        return nil
       end
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      local pttl
-      if expected == 0 then
-        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          pttl = redis.call('pttl', KEYS[1])
-          if ARGV[4] == '1' then
-            redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-          end
-          return {0, pttl, 0, 0}
-        elseif count > 1 then
-          return {-2, count, 0, 0}
-        end
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-        end
+      local function take(count)
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], lease)
-        return {1, 1, lease, token()}
+        return lease
       end
-      if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
-      end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-      end
-      pttl = redis.call('pttl', KEYS[1])
-      if pttl >= 0 and pttl < lease then
-        redis.call('pexpire', KEYS[1], lease)
-        pttl = lease
-      end
-      return {1, count, pttl, token()}
       """);
 
   /**
@@ -153,37 +365,17 @@ final class LockScripts {
    * A count of expected - 1 means this request already ran: it is answered, not applied. The
    * final release always leaves a marker, because "deleted by me" and "lost" look alike.
    */
-  static final LockScript RELEASE = new LockScript("release", """
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
+  static final LockScript RELEASE = releaseScript("release", "", """
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+          seal(count - 1)
         end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
       redis.call(ARGV[4], ARGV[6], '0')
-      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      seal(0)
       redis.call('del', KEYS[1])
       return 0
       """);
@@ -208,28 +400,12 @@ final class LockScripts {
    *         to have run (its marker said so), 'x' if it was settled before, '' otherwise
    * </pre>
    */
-  static final LockScript RESOLVE = new LockScript("resolve", """
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
+  static final LockScript RESOLVE = resolveScript("resolve", "", """
       local last = target == 0 and count > 0 and redis.call('hlen', KEYS[1]) <= 1
       if last then
         redis.call(ARGV[4], ARGV[5], '0')
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      settled(target)
       if last then
         redis.call('del', KEYS[1])
       elseif target == 0 and count > 0 then
@@ -239,7 +415,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * Renew a batch of watchdog holds (in a cluster: of one slot, or of one Redis 7 node with
    * {@link #RENEW_ACROSS_SLOTS}). A renewal extends the
@@ -407,86 +582,37 @@ final class LockScripts {
    * re-sent (sealed) copy cannot enqueue twice: a field has one score, and a new score means a
    * new queue entry only when there was none. Re-entry ignores the queue, as the exclusive lock's.
    */
-  static final LockScript FAIR_ACQUIRE = new LockScript("fair-acquire", FAIR_COMMON + """
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
+  static final LockScript FAIR_ACQUIRE = acquireScript("fair-acquire", FAIR_COMMON + HASH_HOLD
+      + """
+      local function refused(count)
+        local headChanged = purge(KEYS[4], KEYS[5])
+        if count ~= 0 then
+          return nil
         end
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1,
-            tonumber(time[1]) * 1000000 + tonumber(time[2]))
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
+        local held = redis.call('exists', KEYS[1]) == 1
+        local head = redis.call('lindex', KEYS[4], 0)
+        if not held and (not head or head == ARGV[2]) then
+          return nil
+        end
+        if headChanged and not held then
+          wakeHead(KEYS[4], ARGV[9], ARGV[10])
+        end
+        if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
+            string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
+          redis.call('lrem', KEYS[4], 0, ARGV[2])
+          redis.call('rpush', KEYS[4], ARGV[2])
+        end
+        if held then
+          return redis.call('pttl', KEYS[1])
+        end
+        return math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
       end
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          local last = 0
-          if ARGV[6] == '1' then
-            last = tonumber(redis.call('get', KEYS[3]) or '0')
-          end
-          return {1, value, redis.call('pttl', KEYS[1]), last}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
-        end
-        return {-3, 0, 0, 0}
-      end
-      local headChanged = purge(KEYS[4], KEYS[5])
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      local pttl
-      if expected == 0 then
-        if count == 0 then
-          local held = redis.call('exists', KEYS[1]) == 1
-          local head = redis.call('lindex', KEYS[4], 0)
-          if held or (head and head ~= ARGV[2]) then
-            if headChanged and not held then
-              wakeHead(KEYS[4], ARGV[9], ARGV[10])
-            end
-            if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
-                string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
-              redis.call('lrem', KEYS[4], 0, ARGV[2])
-              redis.call('rpush', KEYS[4], ARGV[2])
-            end
-            if held then
-              pttl = redis.call('pttl', KEYS[1])
-            else
-              pttl = math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
-            end
-            if ARGV[4] == '1' then
-              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-            end
-            return {0, pttl, 0, 0}
-          end
-        elseif count > 1 then
-          return {-2, count, 0, 0}
-        end
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-        end
+      local function take(count)
         leave(KEYS[4], KEYS[5], ARGV[2])
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], lease)
-        return {1, 1, lease, token()}
+        return lease
       end
-      if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
-      end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-      end
-      pttl = redis.call('pttl', KEYS[1])
-      if pttl >= 0 and pttl < lease then
-        redis.call('pexpire', KEYS[1], lease)
-        pttl = lease
-      end
-      return {1, count, pttl, token()}
       """);
 
   /**
@@ -494,38 +620,18 @@ final class LockScripts {
    * {@link #FAIR_ACQUIRE}'s): the final release wakes the head waiter on its own channel instead
    * of every waiter on the lock channel.
    */
-  static final LockScript FAIR_RELEASE = new LockScript("fair-release", FAIR_COMMON + """
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
+  static final LockScript FAIR_RELEASE = releaseScript("fair-release", FAIR_COMMON, """
       purge(KEYS[3], KEYS[4])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+          seal(count - 1)
         end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
       wakeHead(KEYS[3], ARGV[4], ARGV[6])
-      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      seal(0)
       redis.call('del', KEYS[1])
       return 0
       """);
@@ -535,23 +641,7 @@ final class LockScripts {
    * {@link #FAIR_ACQUIRE}'s ARGV[8..10]). Settling a fresh acquisition also takes the caller out
    * of the queue: the call it settles ends without the lock. A lock this frees wakes the head.
    */
-  static final LockScript FAIR_RESOLVE = new LockScript("fair-resolve", FAIR_COMMON + """
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
+  static final LockScript FAIR_RESOLVE = resolveScript("fair-resolve", FAIR_COMMON, """
       local last = target == 0 and count > 0 and redis.call('hlen', KEYS[1]) <= 1
       -- Queue housekeeping first (harmless alone), then the calls that may be refused, then the
       -- change to the lock.
@@ -564,7 +654,7 @@ final class LockScripts {
       if last or (headChanged and redis.call('exists', KEYS[1]) == 0) then
         wakeHead(KEYS[3], ARGV[4], ARGV[5])
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      settled(target)
       if last then
         redis.call('del', KEYS[1])
       elseif target == 0 and count > 0 then
@@ -574,7 +664,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * {@link #FORCE_RELEASE} for the fair lock (KEYS[2] queue, KEYS[3] scores; ARGV[3..5] as
    * {@link #FAIR_ACQUIRE}'s ARGV[8..10]): wakes the head waiter on its own channel.
@@ -682,16 +771,6 @@ final class LockScripts {
         end
         redis.call('del', key)
       end
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
-        end
-        local time = redis.call('time')
-        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
-      end
       """;
 
   /**
@@ -700,76 +779,37 @@ final class LockScripts {
    * or in read mode with only dead readers (removed, and the lock taken); readers hold it off,
    * including the caller's own (an upgrade is refused by the client before it gets here).
    */
-  static final LockScript RW_WRITE_ACQUIRE = new LockScript("rw-write-acquire", RW_HELPERS + """
-      local prefix = KEYS[4]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          local last = 0
-          if ARGV[6] == '1' then
-            last = tonumber(redis.call('get', KEYS[3]) or '0')
-          end
-          return {1, value, redis.call('pttl', KEYS[1]), last}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
-        end
-        return {-3, 0, 0, 0}
-      end
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      local pttl
-      if expected == 0 then
+  static final LockScript RW_WRITE_ACQUIRE = acquireScript("rw-write-acquire", RW_HELPERS
+      + HASH_HOLD + """
+      -- Whether the key holds only readers whose leases ended: taking the lock deletes it first.
+      local stale = false
+      local function refused(count)
         if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          local live, longest, dead = 1, 0, {}
+          local others, longest, dead = 1, 0, {}
           if redis.call('hget', KEYS[1], 'mode') == 'read' then
-            live, longest, dead = readers(KEYS[1], prefix, '')
+            others, longest, dead = readers(KEYS[1], KEYS[4], '')
           end
-          if live > 0 then
-            pttl = redis.call('pttl', KEYS[1])
-            if ARGV[4] == '1' then
-              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-            end
+          if others > 0 then
             drop_fields(KEYS[1], dead)
-            return {0, pttl, 0, 0}
+            return redis.call('pttl', KEYS[1])
           end
-          -- Only readers whose leases ended are left: the lock is free.
-          if ARGV[4] == '1' then
-            redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-          end
+          stale = true
+        end
+        return nil
+      end
+      local function take(count)
+        if stale then
           redis.call('del', KEYS[1])
-        elseif count > 1 then
-          return {-2, count, 0, 0}
-        elseif ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
         end
         redis.call('hset', KEYS[1], 'mode', 'write')
         redis.call('hset', KEYS[1], ARGV[2], 1)
-        pttl = redis.call('pttl', KEYS[1])
+        local pttl = redis.call('pttl', KEYS[1])
         if pttl < lease then
           redis.call('pexpire', KEYS[1], lease)
           pttl = lease
         end
-        return {1, 1, pttl, token()}
+        return pttl
       end
-      if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
-      end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-      end
-      pttl = redis.call('pttl', KEYS[1])
-      if pttl >= 0 and pttl < lease then
-        redis.call('pexpire', KEYS[1], lease)
-        pttl = lease
-      end
-      return {1, count, pttl, token()}
       """);
 
   /**
@@ -778,31 +818,11 @@ final class LockScripts {
    * publishes {@code 1}: the lock becomes free, or, if the writer holds read sections too, it is
    * downgraded (mode read), and waiting readers may enter either way.
    */
-  static final LockScript RW_WRITE_RELEASE = new LockScript("rw-write-release", RW_HELPERS + """
+  static final LockScript RW_WRITE_RELEASE = releaseScript("rw-write-release", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+          seal(count - 1)
         end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         local live, longest = readers(KEYS[1], prefix, '')
@@ -811,7 +831,7 @@ final class LockScripts {
       end
       local live, longest, dead = readers(KEYS[1], prefix, '')
       redis.call(ARGV[4], ARGV[6], '1')
-      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      seal(0)
       if live == 0 then
         redis.call('del', KEYS[1])
       else
@@ -826,28 +846,12 @@ final class LockScripts {
       """);
 
   /** {@link #RESOLVE} of the write side, plus {@code KEYS[3]} the timeout key prefix. */
-  static final LockScript RW_WRITE_RESOLVE = new LockScript("rw-write-resolve", RW_HELPERS + """
+  static final LockScript RW_WRITE_RESOLVE = resolveScript("rw-write-resolve", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
       if target == 0 and count > 0 then
         local live, longest, dead = readers(KEYS[1], prefix, '')
         redis.call(ARGV[4], ARGV[5], '1')
-        redis.call('set', KEYS[2], 'x:0', 'px', ARGV[6])
+        settled(0)
         if live == 0 then
           redis.call('del', KEYS[1])
         else
@@ -860,13 +864,12 @@ final class LockScripts {
         end
         return {0, outcome}
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      settled(target)
       if target ~= count then
         redis.call('hset', KEYS[1], ARGV[1], target)
       end
       return {target, outcome}
       """);
-
   /**
    * {@link #FORCE_RELEASE} of the write side ({@code KEYS[2]} the timeout key prefix): deletes
    * the lock only in write mode, as Redisson's write lock does.
@@ -909,68 +912,49 @@ final class LockScripts {
    * key is absent, or in write mode when the caller holds the write lock (the first step of a
    * downgrade). Each section n opens timeout key n with the section's lease; the hash never
    * expires before it. The pttl replied is this reader's own (its longest timeout key), not the
-   * hash's, which other readers may keep longer.
+   * hash's, which other readers may keep longer. A read hold is live while one of its own timeout
+   * keys is: a re-entry or replay finding none is answered as a hold that is gone.
    */
-  static final LockScript RW_READ_ACQUIRE = new LockScript("rw-read-acquire", RW_HELPERS + """
+  static final LockScript RW_READ_ACQUIRE = acquireScript("rw-read-acquire", RW_HELPERS + """
       local prefix = KEYS[4]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          return {1, value, reader_ttl(prefix, ARGV[2], value), 0}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
-        end
-        return {-3, 0, 0, 0}
-      end
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
       local function open(n)
         redis.call('set', timeout_key(prefix, ARGV[2], n), 1, 'px', lease)
         if redis.call('pttl', KEYS[1]) < lease then
           redis.call('pexpire', KEYS[1], lease)
         end
       end
-      if expected == 0 then
+      local function live(count)
+        local ttl = reader_ttl(prefix, ARGV[2], count)
+        if ttl == 0 or ttl == -2 then
+          return nil
+        end
+        return ttl
+      end
+      local function refused(count)
         if count == 0 and redis.call('exists', KEYS[1]) == 1 then
           local mode = redis.call('hget', KEYS[1], 'mode')
           if mode ~= 'read' and not (mode == 'write'
               and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
-            local pttl = redis.call('pttl', KEYS[1])
-            if ARGV[4] == '1' then
-              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-            end
-            return {0, pttl, 0, 0}
+            return redis.call('pttl', KEYS[1])
           end
-        elseif count > 1 then
-          return {-2, count, 0, 0}
         end
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-        end
+        return nil
+      end
+      local function take(count)
         redis.call('hsetnx', KEYS[1], 'mode', 'read')
         redis.call('hset', KEYS[1], ARGV[2], 1)
         open(1)
-        return {1, 1, lease, token()}
+        return lease
       end
-      if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
-      elseif reader_ttl(prefix, ARGV[2], count) == -2 then
-        return {-1, 0, 0, 0} -- its lease ended: it is no longer a reader
+      local function reenter(count, pttl)
+        if count == expected then
+          count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+          open(count)
+        elseif redis.call('pttl', timeout_key(prefix, ARGV[2], count)) < lease then
+          open(count)
+        end
+        return count, reader_ttl(prefix, ARGV[2], count)
       end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-        open(count)
-      elseif redis.call('pttl', timeout_key(prefix, ARGV[2], count)) < lease then
-        open(count)
-      end
-      return {1, count, reader_ttl(prefix, ARGV[2], count), token()}
       """);
 
   /**
@@ -983,28 +967,8 @@ final class LockScripts {
    * old expiry (a writer waiting out a crashed reader) looks again. A reader whose lease already
    * ended is removed the same way, and answered -1.
    */
-  static final LockScript RW_READ_RELEASE = new LockScript("rw-read-release", RW_HELPERS + """
+  static final LockScript RW_READ_RELEASE = releaseScript("rw-read-release", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
       local alive = reader_ttl(prefix, ARGV[1], count) ~= -2
       local mode = redis.call('hget', KEYS[1], 'mode')
       local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
@@ -1014,7 +978,7 @@ final class LockScripts {
           redis.call(ARGV[4], ARGV[6], '0') -- a waiter parked until the old expiry looks again
         end
         if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
+          seal(count - 1)
         end
         redis.call('del', timeout_key(prefix, ARGV[1], count))
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
@@ -1032,7 +996,7 @@ final class LockScripts {
         redis.call(ARGV[4], ARGV[6], '0')
       end
       if alive then
-        redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+        seal(0)
       end
       drop_keys(prefix, ARGV[1], 1, count)
       if free then
@@ -1051,27 +1015,11 @@ final class LockScripts {
       """);
 
   /** {@link #RESOLVE} of the read side, plus {@code KEYS[3]} the timeout key prefix. */
-  static final LockScript RW_READ_RESOLVE = new LockScript("rw-read-resolve", RW_HELPERS + """
+  static final LockScript RW_READ_RESOLVE = resolveScript("rw-read-resolve", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
       local mode = redis.call('hget', KEYS[1], 'mode')
       if target == count or count == 0 then
-        redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+        settled(target)
         return {target, outcome}
       end
       local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
@@ -1084,7 +1032,7 @@ final class LockScripts {
       if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
         redis.call(ARGV[4], ARGV[5], '0')
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      settled(target)
       drop_keys(prefix, ARGV[1], target + 1, count)
       if free then
         redis.call('del', KEYS[1])
@@ -1101,7 +1049,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * {@link #FORCE_RELEASE} of the read side ({@code KEYS[2]} the timeout key prefix): deletes the
    * lock, and every reader's timeout keys, only in read mode, as Redisson's read lock does.
