@@ -39,29 +39,25 @@ package dev.holdfast.engine;
  * while the caller's field still has {@code n} ({@code -1} when it is gone).
  *
  * <p><b>One skeleton, every kind.</b> The acquire, release and resolve scripts of every kind are
- * composed from the same fragments, and each kind adds only its own logic:
+ * composed (as text, once, when this class loads) from the same fragments, and each kind adds
+ * only its own logic:
  * <ul>
- *   <li>{@link #MARKER}: reading a request's marker ({@code read_marker()});</li>
- *   <li>{@link #ACQUIRE_PROLOGUE} and {@link #ACQUIRE_FLOW}: the replay rule, the expected-count
- *       check, the fencing token and sealing of every acquisition. Between them the kind defines
- *       four Lua functions: {@code live(count)} — the TTL the caller's hold of {@code count}
- *       sections has now, or nil if it no longer stands; {@code refused(count)} — for a fresh
- *       acquisition, nil if the caller may take the lock, else the pttl to report (the kind may
- *       queue the caller); {@code take(count)} — grant a fresh acquisition, returning the TTL;
- *       {@code reenter(count, pttl)} — grant a re-entry ({@code count} is {@code expected}, or
- *       {@code expected + 1} when this request ran unsealed before), returning the count and
- *       TTL. {@link #HASH_HOLD} gives {@code live} and {@code reenter} of a hold that is a hash
- *       field under the key's expiry (exclusive, fair, write);</li>
- *   <li>{@link #RELEASE_PROLOGUE}: the replay rule and expected-count check of every release;
- *       the kind's body follows with {@code count == expected} and {@code seal(n)};</li>
- *   <li>{@link #RESOLVE_PROLOGUE}: marker lookup and the target count of every resolve; the
- *       kind's body follows with {@code count}, {@code target}, {@code outcome} and
- *       {@code settled(n)}.</li>
+ *   <li>{@link #MARKER}: reading a request's marker — the only place that parses one;</li>
+ *   <li>{@link #ACQUIRE_FLOW}: the replay rule, the expected-count check, the fencing token and
+ *       sealing of every acquisition, with four slots the kind fills: whether the caller's hold
+ *       is still live and its TTL ({@code @LIVE@}), whether a fresh acquisition is refused
+ *       ({@code @REFUSED@}), the grant ({@code @TAKE@}) and the re-entry ({@code @REENTER@});
+ *       {@link #HASH_LIVE} and {@link #HASH_REENTER} fill two of them for every hold that is a
+ *       hash field under the key's expiry (exclusive, fair, write);</li>
+ *   <li>{@link #RELEASE_PROLOGUE}: the replay rule and the expected-count check of every
+ *       release; the kind's body follows;</li>
+ *   <li>{@link #RESOLVE_PROLOGUE}: marker lookup and the count a resolve settles to; the kind's
+ *       body follows.</li>
  * </ul>
- * KEEP, TRANSFER and RENEW are written out whole for now. A marked KEEP or TRANSFER can take the
- * same fragments as they are: {@code read_marker()} for the lookup, a kind's {@code live(count)}
- * for its replay (a replayed TRANSFER is "handed over" only while the waiter's field has 1), and
- * {@link #HASH_HOLD}'s {@code live} is what RENEW checks of a hash hold.
+ * KEEP, TRANSFER and RENEW are written out whole for now. A marked KEEP or TRANSFER takes the same
+ * fragments: {@link #MARKER} for the lookup and a kind's {@code @LIVE@} for its replay (a
+ * replayed TRANSFER is "handed over" only while the waiter's field still has 1); RENEW's check
+ * of a hash hold is {@link #HASH_LIVE}'s.
  *
  * <p><b>Order of effects.</b> Redis does not roll back a script that fails halfway, so every call
  * that can be refused (a publish the ACL user may not make, a marker or token key outside its key
@@ -74,70 +70,63 @@ final class LockScripts {
   }
 
   // ---- The skeleton: fragments every kind's acquire, release and resolve are composed of ----
+  //
+  // Composed as text, not as Lua functions: a closure costs about a microsecond of Redis's time
+  // on every call (measured), and these run on every lock() and unlock().
 
   /**
-   * {@code read_marker()}: the marker of this call's request ({@code KEYS[2]}) — its letter
-   * ({@code 'd'}, {@code 'n'} or {@code 'x'}), its number (the count the request left, or the
-   * pttl it found) and the token a fenced grant was given (0 if none); nil if there is none. The
-   * only place that parses a marker: markers written before tokens were recorded parse the same.
+   * Reads the marker of this call's request ({@code KEYS[2]}): {@code marker} (nil if the request
+   * left none) and, if there is one, its {@code letter} ({@code 'd'}, {@code 'n'} or
+   * {@code 'x'}), its number {@code recorded} (the count the request left, or the pttl it found)
+   * and {@code given}, the token a fenced grant was given (0 if none). The only place that parses
+   * a marker: a marker without a token parses the same.
    */
   private static final String MARKER = """
-      local function read_marker()
-        local marker = redis.call('get', KEYS[2])
-        if not marker then
-          return nil
-        end
+      local marker = redis.call('get', KEYS[2])
+      local letter, recorded, given
+      if marker then
         local number, token = string.match(marker, '^.:(%-?%d+):?(%d*)')
-        return string.sub(marker, 1, 1), tonumber(number), tonumber(token) or 0
+        letter, recorded, given = string.sub(marker, 1, 1), tonumber(number), tonumber(token) or 0
       end
       """;
 
   /**
-   * What every acquire script starts with ({@link #ACQUIRE}'s KEYS and ARGV): {@code lease},
-   * {@code expected}, {@link #MARKER}, {@code token()} (assigns a fencing token when asked) and
-   * {@code seal(n, token)} (records, for a sealed call, that the request ran and left count n
-   * with that token). Then the kind's functions, then {@link #ACQUIRE_FLOW}.
-   */
-  private static final String ACQUIRE_PROLOGUE = MARKER + """
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
-        end
-        local time = redis.call('time')
-        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
-      end
-      local function seal(n, granted)
-        if ARGV[4] == '1' then
-          local outcome = 'd:' .. n
-          if granted > 0 then
-            outcome = outcome .. ':' .. string.format('%.0f', granted)
-          end
-          redis.call('set', KEYS[2], outcome, 'px', ARGV[5])
-        end
-      end
-      """;
-
-  /**
-   * The flow of every acquisition, after {@link #ACQUIRE_PROLOGUE} and the kind's
-   * {@code live}, {@code refused}, {@code take} and {@code reenter}: the replay rule (see the
-   * class comment), then the expected-count check, then the kind's grant. The token is assigned
-   * and the outcome sealed before the lock changes (both may be refused by an ACL).
+   * Every acquisition ({@link #ACQUIRE}'s KEYS and ARGV), after the kind's helpers: the replay
+   * rule, the expected-count check, the fencing token and sealing. The kind fills four slots,
+   * each Lua statements on the locals {@code lease}, {@code expected}, {@code count} (the caller's
+   * field) and {@code pttl}:
+   * <ul>
+   *   <li>{@code @LIVE@}: whether the caller's hold of {@code count} sections still stands — set
+   *       {@code pttl} to the TTL it has now, or to nil if it is gone;</li>
+   *   <li>{@code @REFUSED@}: a fresh acquisition ({@code count} 0, or 1 for the caller's own
+   *       leftover) — set {@code pttl} to the pttl to report if the caller may not take the lock
+   *       (the kind may queue it), else leave it nil;</li>
+   *   <li>{@code @TAKE@}: grant it: the caller's field gets count 1; set {@code pttl};</li>
+   *   <li>{@code @REENTER@}: grant a re-entry ({@code count} is {@code expected}, or
+   *       {@code expected + 1} when this request ran unsealed before; {@code pttl} from
+   *       {@code @LIVE@}): set {@code count} and {@code pttl}.</li>
+   * </ul>
+   * The kind's helpers ({@code @HELPERS@}) come after {@code lease} and {@code expected} are
+   * read. The token is assigned and the outcome sealed before the lock changes (an ACL may refuse
+   * either).
    */
   private static final String ACQUIRE_FLOW = """
-      local letter, recorded, given = read_marker()
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
+      @HELPERS@
+      """ + MARKER + """
+      local count, pttl
       if letter == 'd' then
-        -- A replay counts only while it is still true.
-        local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-        local pttl = count == recorded and count > 0 and live(count)
-        if pttl then
-          return {1, count, pttl, given}
-        elseif expected == 0 and count <= 1 then
-          -- That grant ended: not granted, try again as a new request.
+        -- A replay counts only while it is still true (see the class comment).
+        count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+        if count == recorded and count > 0 then
+          @LIVE@
+          if pttl then
+            return {1, count, pttl, given}
+          end
+        end
+        if expected == 0 and count <= 1 then
+          -- That grant has ended: not granted; the caller tries again as a new request.
           pttl = redis.call('pttl', KEYS[1])
           if pttl == -2 then
             pttl = 0
@@ -152,75 +141,85 @@ final class LockScripts {
       elseif letter then
         return {-3, 0, 0, 0}
       end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
       if expected == 0 then
         if count > 1 then
           return {-2, count, 0, 0}
         end
-        local pttl = refused(count)
+        @REFUSED@
         if pttl then
           if ARGV[4] == '1' then
             redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
           end
           return {0, pttl, 0, 0}
         end
-        local granted = token()
-        seal(1, granted)
-        return {1, 1, take(count), granted}
-      end
-      if count == 0 then
+      elseif count == 0 then
         return {-1, 0, 0, 0}
       elseif count ~= expected and count ~= expected + 1 then
         return {-2, count, 0, 0}
+      else
+        @LIVE@
+        if not pttl then
+          return {-1, 0, 0, 0} -- its lease ended: it is no longer held
+        end
       end
-      local pttl = live(count)
-      if not pttl then
-        return {-1, 0, 0, 0} -- its lease ended: it is no longer held
+      -- Granted: the token, then the outcome for a sealed call, then the lock.
+      local granted = 0
+      if ARGV[6] == '1' then
+        local time = redis.call('time')
+        granted = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1,
+            tonumber(time[1]) * 1000000 + tonumber(time[2]))
+        redis.call('set', KEYS[3], string.format('%.0f', granted), 'px', ARGV[7])
       end
-      local granted = token()
-      seal(expected + 1, granted)
-      count, pttl = reenter(count, pttl)
+      if ARGV[4] == '1' then
+        local outcome = 'd:' .. (expected + 1)
+        if granted > 0 then
+          outcome = outcome .. ':' .. string.format('%.0f', granted)
+        end
+        redis.call('set', KEYS[2], outcome, 'px', ARGV[5])
+      end
+      if expected == 0 then
+        @TAKE@
+        count = 1
+      else
+        @REENTER@
+      end
       return {1, count, pttl, granted}
       """;
 
   /**
-   * {@code live} and {@code reenter} of a hold that is a hash field under the key's expiry: live
-   * while the key has time left; a re-entry adds one (unless this request already did) and never
-   * shortens the key's expiry.
+   * {@code @LIVE@} and {@code @REENTER@} of a hold that is a hash field under the key's expiry
+   * (exclusive, fair, write): live while the key has time left; a re-entry adds one (unless this
+   * request already did) and never shortens the key's expiry.
    */
-  private static final String HASH_HOLD = """
-      local function live(count)
-        local pttl = redis.call('pttl', KEYS[1])
-        if pttl == 0 or pttl == -2 then
-          return nil
-        end
-        return pttl
+  private static final String HASH_LIVE = """
+      pttl = redis.call('pttl', KEYS[1])
+      if pttl == 0 or pttl == -2 then
+        pttl = nil
       end
-      local function reenter(count, pttl)
-        if count == expected then
-          count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-        end
-        if pttl >= 0 and pttl < lease then
-          redis.call('pexpire', KEYS[1], lease)
-          pttl = lease
-        end
-        return count, pttl
+      """;
+
+  /** See {@link #HASH_LIVE}. */
+  private static final String HASH_REENTER = """
+      if count == expected then
+        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+      end
+      if pttl >= 0 and pttl < lease then
+        redis.call('pexpire', KEYS[1], lease)
+        pttl = lease
       end
       """;
 
   /**
-   * What every release script starts with ({@link #RELEASE}'s KEYS and ARGV): {@link #MARKER},
-   * {@code seal(n)} (records that the request ran and left count n), the replay rule, and the
-   * expected-count check: a request that already ran ({@code count == expected - 1}) is answered,
-   * not applied. The kind's body follows with {@code count == expected}.
+   * What every release script starts with ({@link #RELEASE}'s KEYS and ARGV), after the kind's
+   * helpers: {@link #MARKER}, the replay rule (a recorded count is answered only while it is still
+   * the caller's), and the expected-count check: a request that already ran
+   * ({@code count == expected - 1}) is answered, not applied. The kind's body follows with
+   * {@code count == expected}; it records {@code d:<left>} in the marker when sealed (and always
+   * for a final release).
    */
   private static final String RELEASE_PROLOGUE = MARKER + """
-      local function seal(n)
-        redis.call('set', KEYS[2], 'd:' .. n, 'px', ARGV[5])
-      end
-      local letter, recorded = read_marker()
       if letter == 'd' then
-        -- A replay counts only while it is still true: the count it left is still the caller's.
         if recorded == 0 then
           return 0
         end
@@ -241,7 +240,7 @@ final class LockScripts {
       local expected = tonumber(ARGV[3])
       if count == expected - 1 then
         if ARGV[7] == '1' then
-          seal(count)
+          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
         end
         return count
       elseif count ~= expected then
@@ -250,13 +249,12 @@ final class LockScripts {
       """;
 
   /**
-   * What every resolve script starts with ({@link #RESOLVE}'s KEYS and ARGV): {@link #MARKER}; a
-   * request resolved before answers as it did; else {@code outcome} ('d' if its marker says it
-   * ran), the caller's {@code count}, the {@code target} count it settles to, and
-   * {@code settled(n)}, which records the request resolved. The kind's body follows.
+   * What every resolve script starts with ({@link #RESOLVE}'s KEYS and ARGV), after the kind's
+   * helpers: {@link #MARKER}; a request resolved before answers as it did; else {@code outcome}
+   * ('d' if its marker says it ran), the caller's {@code count}, and the {@code target} count it
+   * settles to. The kind's body follows; it records {@code x:<target>} in the marker.
    */
   private static final String RESOLVE_PROLOGUE = MARKER + """
-      local letter, recorded = read_marker()
       if letter == 'x' then
         return {recorded, 'x'}
       end
@@ -272,22 +270,22 @@ final class LockScripts {
       elseif ARGV[3] == 'acquire' and count == expected + 1 then
         target = expected
       end
-      local function settled(n)
-        redis.call('set', KEYS[2], 'x:' .. n, 'px', ARGV[6])
-      end
       """;
 
-  /** An acquire script: the kind's functions (and the helpers they use) inside the skeleton. */
-  private static LockScript acquireScript(String name, String kind) {
-    return new LockScript(name, ACQUIRE_PROLOGUE + kind + ACQUIRE_FLOW);
+  /** An acquire script: the kind's helpers, then {@link #ACQUIRE_FLOW} with its slots filled. */
+  private static LockScript acquireScript(String name, String helpers, String live,
+      String refused, String take, String reenter) {
+    return new LockScript(name, ACQUIRE_FLOW.replace("@HELPERS@", helpers)
+        .replace("@LIVE@", live).replace("@REFUSED@", refused).replace("@TAKE@", take)
+        .replace("@REENTER@", reenter));
   }
 
-  /** A release script: the kind's body after the shared prologue. */
+  /** A release script: the kind's helpers, the shared prologue, the kind's body. */
   private static LockScript releaseScript(String name, String helpers, String body) {
     return new LockScript(name, helpers + RELEASE_PROLOGUE + body);
   }
 
-  /** A resolve script: the kind's body after the shared prologue. */
+  /** A resolve script: the kind's helpers, the shared prologue, the kind's body. */
   private static LockScript resolveScript(String name, String helpers, String body) {
     return new LockScript(name, helpers + RESOLVE_PROLOGUE + body);
   }
@@ -325,22 +323,18 @@ final class LockScripts {
    * microseconds, so tokens only grow even after the token key is gone (expired, or lost in a
    * restart without persistence); it stays below 2^53, exact in Lua's numbers.
    */
-  static final LockScript ACQUIRE = acquireScript("acquire", HASH_HOLD + """
-      local function refused(count)
-        if count == 0 then
-          local pttl = redis.call('pttl', KEYS[1])
-          if pttl ~= -2 then
-            return pttl
-          end
+  static final LockScript ACQUIRE = acquireScript("acquire", "", HASH_LIVE, """
+      if count == 0 then
+        pttl = redis.call('pttl', KEYS[1])
+        if pttl == -2 then
+          pttl = nil
         end
-        return nil
       end
-      local function take(count)
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], lease)
-        return lease
-      end
-      """);
+      """, """
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      redis.call('pexpire', KEYS[1], lease)
+      pttl = lease
+      """, HASH_REENTER);
 
   /**
    * Release one section of a hold.
@@ -368,14 +362,14 @@ final class LockScripts {
   static final LockScript RELEASE = releaseScript("release", "", """
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
-          seal(count - 1)
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
         end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
       redis.call(ARGV[4], ARGV[6], '0')
-      seal(0)
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
       redis.call('del', KEYS[1])
       return 0
       """);
@@ -405,7 +399,7 @@ final class LockScripts {
       if last then
         redis.call(ARGV[4], ARGV[5], '0')
       end
-      settled(target)
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
       if last then
         redis.call('del', KEYS[1])
       elseif target == 0 and count > 0 then
@@ -582,38 +576,34 @@ final class LockScripts {
    * re-sent (sealed) copy cannot enqueue twice: a field has one score, and a new score means a
    * new queue entry only when there was none. Re-entry ignores the queue, as the exclusive lock's.
    */
-  static final LockScript FAIR_ACQUIRE = acquireScript("fair-acquire", FAIR_COMMON + HASH_HOLD
-      + """
-      local function refused(count)
-        local headChanged = purge(KEYS[4], KEYS[5])
-        if count ~= 0 then
-          return nil
-        end
+  static final LockScript FAIR_ACQUIRE = acquireScript("fair-acquire", FAIR_COMMON, HASH_LIVE,
+      """
+      local headChanged = purge(KEYS[4], KEYS[5])
+      if count == 0 then
         local held = redis.call('exists', KEYS[1]) == 1
         local head = redis.call('lindex', KEYS[4], 0)
-        if not held and (not head or head == ARGV[2]) then
-          return nil
+        if held or (head and head ~= ARGV[2]) then
+          if headChanged and not held then
+            wakeHead(KEYS[4], ARGV[9], ARGV[10])
+          end
+          if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
+              string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
+            redis.call('lrem', KEYS[4], 0, ARGV[2])
+            redis.call('rpush', KEYS[4], ARGV[2])
+          end
+          if held then
+            pttl = redis.call('pttl', KEYS[1])
+          else
+            pttl = math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
+          end
         end
-        if headChanged and not held then
-          wakeHead(KEYS[4], ARGV[9], ARGV[10])
-        end
-        if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
-            string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
-          redis.call('lrem', KEYS[4], 0, ARGV[2])
-          redis.call('rpush', KEYS[4], ARGV[2])
-        end
-        if held then
-          return redis.call('pttl', KEYS[1])
-        end
-        return math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
       end
-      local function take(count)
-        leave(KEYS[4], KEYS[5], ARGV[2])
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], lease)
-        return lease
-      end
-      """);
+      """, """
+      leave(KEYS[4], KEYS[5], ARGV[2])
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      redis.call('pexpire', KEYS[1], lease)
+      pttl = lease
+      """, HASH_REENTER);
 
   /**
    * {@link #RELEASE} for the fair lock (KEYS[3] queue, KEYS[4] scores; ARGV[8..10] as
@@ -624,14 +614,14 @@ final class LockScripts {
       purge(KEYS[3], KEYS[4])
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
-          seal(count - 1)
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
         end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return count
       end
       wakeHead(KEYS[3], ARGV[4], ARGV[6])
-      seal(0)
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
       redis.call('del', KEYS[1])
       return 0
       """);
@@ -654,7 +644,7 @@ final class LockScripts {
       if last or (headChanged and redis.call('exists', KEYS[1]) == 0) then
         wakeHead(KEYS[3], ARGV[4], ARGV[5])
       end
-      settled(target)
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
       if last then
         redis.call('del', KEYS[1])
       elseif target == 0 and count > 0 then
@@ -779,38 +769,34 @@ final class LockScripts {
    * or in read mode with only dead readers (removed, and the lock taken); readers hold it off,
    * including the caller's own (an upgrade is refused by the client before it gets here).
    */
-  static final LockScript RW_WRITE_ACQUIRE = acquireScript("rw-write-acquire", RW_HELPERS
-      + HASH_HOLD + """
+  static final LockScript RW_WRITE_ACQUIRE = acquireScript("rw-write-acquire", RW_HELPERS + """
       -- Whether the key holds only readers whose leases ended: taking the lock deletes it first.
       local stale = false
-      local function refused(count)
-        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          local others, longest, dead = 1, 0, {}
-          if redis.call('hget', KEYS[1], 'mode') == 'read' then
-            others, longest, dead = readers(KEYS[1], KEYS[4], '')
-          end
-          if others > 0 then
-            drop_fields(KEYS[1], dead)
-            return redis.call('pttl', KEYS[1])
-          end
+      """, HASH_LIVE, """
+      if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+        local others, longest, dead = 1, 0, {}
+        if redis.call('hget', KEYS[1], 'mode') == 'read' then
+          others, longest, dead = readers(KEYS[1], KEYS[4], '')
+        end
+        if others > 0 then
+          drop_fields(KEYS[1], dead)
+          pttl = redis.call('pttl', KEYS[1])
+        else
           stale = true
         end
-        return nil
       end
-      local function take(count)
-        if stale then
-          redis.call('del', KEYS[1])
-        end
-        redis.call('hset', KEYS[1], 'mode', 'write')
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        local pttl = redis.call('pttl', KEYS[1])
-        if pttl < lease then
-          redis.call('pexpire', KEYS[1], lease)
-          pttl = lease
-        end
-        return pttl
+      """, """
+      if stale then
+        redis.call('del', KEYS[1])
       end
-      """);
+      redis.call('hset', KEYS[1], 'mode', 'write')
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      pttl = redis.call('pttl', KEYS[1])
+      if pttl < lease then
+        redis.call('pexpire', KEYS[1], lease)
+        pttl = lease
+      end
+      """, HASH_REENTER);
 
   /**
    * {@link #RELEASE} of the write side, plus {@code KEYS[3]} the timeout key prefix. An inner
@@ -822,7 +808,7 @@ final class LockScripts {
       local prefix = KEYS[3]
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
-          seal(count - 1)
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
         end
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
         local live, longest = readers(KEYS[1], prefix, '')
@@ -831,7 +817,7 @@ final class LockScripts {
       end
       local live, longest, dead = readers(KEYS[1], prefix, '')
       redis.call(ARGV[4], ARGV[6], '1')
-      seal(0)
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
       if live == 0 then
         redis.call('del', KEYS[1])
       else
@@ -851,7 +837,7 @@ final class LockScripts {
       if target == 0 and count > 0 then
         local live, longest, dead = readers(KEYS[1], prefix, '')
         redis.call(ARGV[4], ARGV[5], '1')
-        settled(0)
+        redis.call('set', KEYS[2], 'x:0', 'px', ARGV[6])
         if live == 0 then
           redis.call('del', KEYS[1])
         else
@@ -864,7 +850,7 @@ final class LockScripts {
         end
         return {0, outcome}
       end
-      settled(target)
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
       if target ~= count then
         redis.call('hset', KEYS[1], ARGV[1], target)
       end
@@ -923,38 +909,32 @@ final class LockScripts {
           redis.call('pexpire', KEYS[1], lease)
         end
       end
-      local function live(count)
-        local ttl = reader_ttl(prefix, ARGV[2], count)
-        if ttl == 0 or ttl == -2 then
-          return nil
+      """, """
+      pttl = reader_ttl(prefix, ARGV[2], count)
+      if pttl == 0 or pttl == -2 then
+        pttl = nil
+      end
+      """, """
+      if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+        local mode = redis.call('hget', KEYS[1], 'mode')
+        if mode ~= 'read' and not (mode == 'write'
+            and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
+          pttl = redis.call('pttl', KEYS[1])
         end
-        return ttl
       end
-      local function refused(count)
-        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          local mode = redis.call('hget', KEYS[1], 'mode')
-          if mode ~= 'read' and not (mode == 'write'
-              and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
-            return redis.call('pttl', KEYS[1])
-          end
-        end
-        return nil
+      """, """
+      redis.call('hsetnx', KEYS[1], 'mode', 'read')
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      open(1)
+      pttl = lease
+      """, """
+      if count == expected then
+        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+        open(count)
+      elseif redis.call('pttl', timeout_key(prefix, ARGV[2], count)) < lease then
+        open(count)
       end
-      local function take(count)
-        redis.call('hsetnx', KEYS[1], 'mode', 'read')
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        open(1)
-        return lease
-      end
-      local function reenter(count, pttl)
-        if count == expected then
-          count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-          open(count)
-        elseif redis.call('pttl', timeout_key(prefix, ARGV[2], count)) < lease then
-          open(count)
-        end
-        return count, reader_ttl(prefix, ARGV[2], count)
-      end
+      pttl = reader_ttl(prefix, ARGV[2], count)
       """);
 
   /**
@@ -978,7 +958,7 @@ final class LockScripts {
           redis.call(ARGV[4], ARGV[6], '0') -- a waiter parked until the old expiry looks again
         end
         if ARGV[7] == '1' then
-          seal(count - 1)
+          redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
         end
         redis.call('del', timeout_key(prefix, ARGV[1], count))
         count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
@@ -996,7 +976,7 @@ final class LockScripts {
         redis.call(ARGV[4], ARGV[6], '0')
       end
       if alive then
-        seal(0)
+        redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
       end
       drop_keys(prefix, ARGV[1], 1, count)
       if free then
@@ -1019,7 +999,7 @@ final class LockScripts {
       local prefix = KEYS[3]
       local mode = redis.call('hget', KEYS[1], 'mode')
       if target == count or count == 0 then
-        settled(target)
+        redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
         return {target, outcome}
       end
       local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
@@ -1032,7 +1012,7 @@ final class LockScripts {
       if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
         redis.call(ARGV[4], ARGV[5], '0')
       end
-      settled(target)
+      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
       drop_keys(prefix, ARGV[1], target + 1, count)
       if free then
         redis.call('del', KEYS[1])
