@@ -112,6 +112,40 @@ class ReplayedGrantTest {
     lock.unlock();
   }
 
+  @Test
+  void grantReplayedWhileStillHeld_isBelievedNoLongerThanRedisKeepsIt() throws Exception {
+    warmUp(client.getLock("contested"));
+    DistributedLock lock = client.getLock("contested");
+    proxy.runNextScriptsThenBlackHole(2);
+    long[] believedFor = new long[2];
+    Thread caller = new Thread(() -> {
+      try {
+        if (lock.tryLock(WAIT_MS, 10_000, MILLISECONDS)) {
+          Hold hold = Clients.engine(client).holds().get(
+              new Hold.Id("contested", Thread.currentThread().getId()));
+          believedFor[0] = hold.confirmedUntil() - System.nanoTime();
+          long pttl = redisState.pttl("contested");
+          believedFor[1] = TimeUnit.MILLISECONDS.toNanos(pttl);
+          lock.unlock();
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.blackHoled() && grantMarkerExists("contested"),
+        "the first attempt and its sealed retry ran unanswered");
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.pexpire("contested", 2_000); // the grant's time is running out meanwhile
+    }
+    proxy.blackHole(false);
+    caller.join();
+    assertTrue(believedFor[1] > 0, "the re-send was answered: granted");
+    assertTrue(believedFor[0] <= believedFor[1], "believed for "
+        + MILLISECONDS.convert(believedFor[0], TimeUnit.NANOSECONDS) + " ms more while Redis "
+        + "keeps the key " + MILLISECONDS.convert(believedFor[1], TimeUnit.NANOSECONDS) + " ms");
+  }
+
   /**
    * The client acquires {@code name} "contested" (fixed lease 10 s, waiting up to
    * {@link #WAIT_MS}); its first attempt and the sealed retry run unanswered; the grant is then
