@@ -16,8 +16,9 @@ package dev.holdfast.engine;
  * <p><b>Request markers.</b> Each call has a request id, and a marker key per request id (same
  * slot as the lock, under the key prefix) records outcomes that the count alone cannot prove:
  * <ul>
- *   <li>{@code d:<n>} — the request ran and left count {@code n} (written by every final release,
- *       and by any call sent a second time, a "sealed" call);</li>
+ *   <li>{@code d:<n>} or {@code d:<n>:<token>} — the request ran and left count {@code n}
+ *       (written by every final release, and by any call sent a second time, a "sealed" call);
+ *       a fenced grant records the token it was given;</li>
  *   <li>{@code n:<pttl>} — a sealed acquisition ran and found the lock held by someone else;</li>
  *   <li>{@code x:<n>} — the request was resolved by {@link #RESOLVE}: a copy arriving later (a
  *       retry queued behind a paused server or a slow network) is refused.</li>
@@ -25,14 +26,268 @@ package dev.holdfast.engine;
  * The first attempt of a call writes no marker (except a final release), so the common path
  * costs one extra read of a missing key.
  *
+ * <p><b>The replay rule.</b> A recorded outcome counts only while it is still true. A re-sent
+ * acquisition whose marker says {@code d:<n>} is answered "granted" only if the caller's field
+ * still has exactly {@code n} and the hold is live (for a read hold: one of its own section keys
+ * lives); it then answers the token that request was given (from the marker, never the token
+ * key, which a later grant may have moved on) and the TTL the hold has <em>now</em> (never the
+ * full lease: the client counts it from the re-send). Otherwise the grant has ended since (its
+ * lease ran out, it was force-unlocked, someone else may hold the lock): a fresh acquisition is
+ * told "held by someone else" ({@code {0, pttl}}) and tries again as a new request; a re-entry is
+ * told its hold is gone ({@code -1}) or that the count is not what it can be ({@code -2}). A
+ * re-sent release whose marker says {@code d:<n>} with {@code n > 0} is answered {@code n} only
+ * while the caller's field still has {@code n} ({@code -1} when it is gone).
+ *
+ * <p><b>One skeleton, every kind.</b> The acquire, release and resolve scripts of every kind are
+ * composed (as text, once, when this class loads) from the same fragments, and each kind adds
+ * only its own logic:
+ * <ul>
+ *   <li>{@link #MARKER}: reading a request's marker — the only place that parses one;</li>
+ *   <li>{@link #ACQUIRE_FLOW}: the replay rule, the expected-count check, the fencing token and
+ *       sealing of every acquisition, with four slots the kind fills: whether the caller's hold
+ *       is still live and its TTL ({@code @LIVE@}), whether a fresh acquisition is refused
+ *       ({@code @REFUSED@}), the grant ({@code @TAKE@}) and the re-entry ({@code @REENTER@});
+ *       {@link #HASH_LIVE} and {@link #HASH_REENTER} fill two of them for every hold that is a
+ *       hash field under the key's expiry (exclusive, fair, write);</li>
+ *   <li>{@link #RELEASE_PROLOGUE}: the replay rule and the expected-count check of every
+ *       release; the kind's body follows;</li>
+ *   <li>{@link #RESOLVE_PROLOGUE}: marker lookup and the count a resolve settles to; the kind's
+ *       body follows.</li>
+ * </ul>
+ * KEEP, TRANSFER and RENEW are written out whole for now. A marked KEEP or TRANSFER takes the same
+ * fragments: {@link #MARKER} for the lookup and a kind's {@code @LIVE@} for its replay (a
+ * replayed TRANSFER is "handed over" only while the waiter's field still has 1); RENEW's check
+ * of a hash hold is {@link #HASH_LIVE}'s.
+ *
  * <p><b>Order of effects.</b> Redis does not roll back a script that fails halfway, so every call
- * that can be refused (a publish the ACL user may not make, a marker key outside its key
+ * that can be refused (a publish the ACL user may not make, a marker or token key outside its key
  * patterns) comes before the change to the lock: a refused call changes nothing. Waiters cannot
  * observe the order inside a script.
  */
 final class LockScripts {
 
   private LockScripts() {
+  }
+
+  // ---- The skeleton: fragments every kind's acquire, release and resolve are composed of ----
+  //
+  // Composed as text, not as Lua functions: a closure costs about a microsecond of Redis's time
+  // on every call (measured), and these run on every lock() and unlock().
+
+  /**
+   * Reads the marker of this call's request ({@code KEYS[2]}): {@code marker} (nil if the request
+   * left none) and, if there is one, its {@code letter} ({@code 'd'}, {@code 'n'} or
+   * {@code 'x'}), its number {@code recorded} (the count the request left, or the pttl it found)
+   * and {@code given}, the token a fenced grant was given (0 if none). The only place that parses
+   * a marker: a marker without a token parses the same.
+   */
+  private static final String MARKER = """
+      local marker = redis.call('get', KEYS[2])
+      local letter, recorded, given
+      if marker then
+        local number, token = string.match(marker, '^.:(%-?%d+):?(%d*)')
+        letter, recorded, given = string.sub(marker, 1, 1), tonumber(number), tonumber(token) or 0
+      end
+      """;
+
+  /**
+   * Every acquisition ({@link #ACQUIRE}'s KEYS and ARGV), after the kind's helpers: the replay
+   * rule, the expected-count check, the fencing token and sealing. The kind fills four slots,
+   * each Lua statements on the locals {@code lease}, {@code expected}, {@code count} (the caller's
+   * field) and {@code pttl}:
+   * <ul>
+   *   <li>{@code @LIVE@}: whether the caller's hold of {@code count} sections still stands — set
+   *       {@code pttl} to the TTL it has now, or to nil if it is gone;</li>
+   *   <li>{@code @REFUSED@}: a fresh acquisition ({@code count} 0, or 1 for the caller's own
+   *       leftover) — set {@code pttl} to the pttl to report if the caller may not take the lock
+   *       (the kind may queue it), else leave it nil;</li>
+   *   <li>{@code @TAKE@}: grant it: the caller's field gets count 1; set {@code pttl};</li>
+   *   <li>{@code @REENTER@}: grant a re-entry ({@code count} is {@code expected}, or
+   *       {@code expected + 1} when this request ran unsealed before; {@code pttl} from
+   *       {@code @LIVE@}): set {@code count} and {@code pttl}.</li>
+   * </ul>
+   * The kind's helpers ({@code @HELPERS@}) come after {@code lease} and {@code expected} are
+   * read. The token is assigned and the outcome sealed before the lock changes (an ACL may refuse
+   * either).
+   */
+  private static final String ACQUIRE_FLOW = """
+      local lease = tonumber(ARGV[1])
+      local expected = tonumber(ARGV[3])
+      @HELPERS@
+      """ + MARKER + """
+      local count, pttl
+      if letter == 'd' then
+        -- A replay counts only while it is still true (see the class comment).
+        count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+        if count == recorded and count > 0 then
+          @LIVE@
+          if pttl then
+            return {1, count, pttl, given}
+          end
+        end
+        if expected == 0 and count <= 1 then
+          -- That grant has ended: not granted; the caller tries again as a new request.
+          pttl = redis.call('pttl', KEYS[1])
+          if pttl == -2 then
+            pttl = 0
+          end
+          return {0, pttl, 0, 0}
+        elseif count == 0 or count == recorded then
+          return {-1, 0, 0, 0}
+        end
+        return {-2, count, 0, 0}
+      elseif letter == 'n' then
+        return {0, recorded, 0, 0}
+      elseif letter then
+        return {-3, 0, 0, 0}
+      end
+      count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      if expected == 0 then
+        if count > 1 then
+          return {-2, count, 0, 0}
+        end
+        @REFUSED@
+        if pttl then
+          if ARGV[4] == '1' then
+            redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
+          end
+          return {0, pttl, 0, 0}
+        end
+      elseif count == 0 then
+        return {-1, 0, 0, 0}
+      elseif count ~= expected and count ~= expected + 1 then
+        return {-2, count, 0, 0}
+      else
+        @LIVE@
+        if not pttl then
+          return {-1, 0, 0, 0} -- its lease ended: it is no longer held
+        end
+      end
+      -- Granted: the token, then the outcome for a sealed call, then the lock.
+      local granted = 0
+      if ARGV[6] == '1' then
+        local time = redis.call('time')
+        granted = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1,
+            tonumber(time[1]) * 1000000 + tonumber(time[2]))
+        redis.call('set', KEYS[3], string.format('%.0f', granted), 'px', ARGV[7])
+      end
+      if ARGV[4] == '1' then
+        local outcome = 'd:' .. (expected + 1)
+        if granted > 0 then
+          outcome = outcome .. ':' .. string.format('%.0f', granted)
+        end
+        redis.call('set', KEYS[2], outcome, 'px', ARGV[5])
+      end
+      if expected == 0 then
+        @TAKE@
+        count = 1
+      else
+        @REENTER@
+      end
+      return {1, count, pttl, granted}
+      """;
+
+  /**
+   * {@code @LIVE@} and {@code @REENTER@} of a hold that is a hash field under the key's expiry
+   * (exclusive, fair, write): live while the key has time left; a re-entry adds one (unless this
+   * request already did) and never shortens the key's expiry.
+   */
+  private static final String HASH_LIVE = """
+      pttl = redis.call('pttl', KEYS[1])
+      if pttl == 0 or pttl == -2 then
+        pttl = nil
+      end
+      """;
+
+  /** See {@link #HASH_LIVE}. */
+  private static final String HASH_REENTER = """
+      if count == expected then
+        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+      end
+      if pttl >= 0 and pttl < lease then
+        redis.call('pexpire', KEYS[1], lease)
+        pttl = lease
+      end
+      """;
+
+  /**
+   * What every release script starts with ({@link #RELEASE}'s KEYS and ARGV), after the kind's
+   * helpers: {@link #MARKER}, the replay rule (a recorded count is answered only while it is still
+   * the caller's), and the expected-count check: a request that already ran
+   * ({@code count == expected - 1}) is answered, not applied. The kind's body follows with
+   * {@code count == expected}; it records {@code d:<left>} in the marker when sealed (and always
+   * for a final release).
+   */
+  private static final String RELEASE_PROLOGUE = MARKER + """
+      if letter == 'd' then
+        if recorded == 0 then
+          return 0
+        end
+        local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+        if count == recorded then
+          return count
+        elseif count == 0 then
+          return -1
+        end
+        return -2
+      elseif letter then
+        return -2
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return -1
+      end
+      local expected = tonumber(ARGV[3])
+      if count == expected - 1 then
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
+        end
+        return count
+      elseif count ~= expected then
+        return -2
+      end
+      """;
+
+  /**
+   * What every resolve script starts with ({@link #RESOLVE}'s KEYS and ARGV), after the kind's
+   * helpers: {@link #MARKER}; a request resolved before answers as it did; else {@code outcome}
+   * ('d' if its marker says it ran), the caller's {@code count}, and the {@code target} count it
+   * settles to. The kind's body follows; it records {@code x:<target>} in the marker.
+   */
+  private static final String RESOLVE_PROLOGUE = MARKER + """
+      if letter == 'x' then
+        return {recorded, 'x'}
+      end
+      local outcome = ''
+      if letter == 'd' then
+        outcome = 'd'
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local expected = tonumber(ARGV[2])
+      local target = count
+      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
+        target = 0
+      elseif ARGV[3] == 'acquire' and count == expected + 1 then
+        target = expected
+      end
+      """;
+
+  /** An acquire script: the kind's helpers, then {@link #ACQUIRE_FLOW} with its slots filled. */
+  private static LockScript acquireScript(String name, String helpers, String live,
+      String refused, String take, String reenter) {
+    return new LockScript(name, ACQUIRE_FLOW.replace("@HELPERS@", helpers)
+        .replace("@LIVE@", live).replace("@REFUSED@", refused).replace("@TAKE@", take)
+        .replace("@REENTER@", reenter));
+  }
+
+  /** A release script: the kind's helpers, the shared prologue, the kind's body. */
+  private static LockScript releaseScript(String name, String helpers, String body) {
+    return new LockScript(name, helpers + RELEASE_PROLOGUE + body);
+  }
+
+  /** A resolve script: the kind's helpers, the shared prologue, the kind's body. */
+  private static LockScript resolveScript(String name, String helpers, String body) {
+    return new LockScript(name, helpers + RESOLVE_PROLOGUE + body);
   }
 
   /**
@@ -51,7 +306,8 @@ final class LockScripts {
    * ARGV[7] how long the token key lives after the last fenced grant, in ms
    * returns {1, count, pttl, token}  the caller holds the lock with that count; the key expires
    *                                  in pttl; token is the new fencing token (0 if none assigned)
-   *         {0, pttl, 0, 0}   someone else holds it (pttl -1: a lock without expiry)
+   *         {0, pttl, 0, 0}   someone else holds it (pttl -1: a lock without expiry; 0: a
+   *                           replayed grant that has ended and a lock that is free now)
    *         {-1, 0, 0, 0}     a re-entry whose hold is gone: refused, nothing changed
    *         {-2, count, 0, 0} the field's count is not what the caller can have: nothing changed
    *         {-3, 0, 0, 0}     this request was resolved (cancelled) earlier: nothing changed
@@ -59,76 +315,26 @@ final class LockScripts {
    *
    * A fresh acquisition that finds the caller's own field with count 1 takes it over: it is this
    * request's replay or the leftover of an earlier uncertain one of the same thread, which holds
-   * nothing else. A re-entry never shortens the key's expiry below what it was.
+   * nothing else. A re-entry never shortens the key's expiry below what it was. A replay is
+   * answered as the class comment's replay rule says: granted (with the key's TTL now and the
+   * token this request was given) only while the caller's field still has the count it left.
    *
    * <p>A fencing token is the larger of the last token plus one and the server's clock in
    * microseconds, so tokens only grow even after the token key is gone (expired, or lost in a
    * restart without persistence); it stays below 2^53, exact in Lua's numbers.
    */
-  static final LockScript ACQUIRE = new LockScript("acquire", """
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
-        end
-        local time = redis.call('time')
-        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
-      end
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          local last = 0
-          if ARGV[6] == '1' then
-            last = tonumber(redis.call('get', KEYS[3]) or '0')
-          end
-          return {1, value, redis.call('pttl', KEYS[1]), last}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
-        end
-        return {-3, 0, 0, 0}
-      end
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      local pttl
-      if expected == 0 then
-        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          pttl = redis.call('pttl', KEYS[1])
-          if ARGV[4] == '1' then
-            redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-          end
-          return {0, pttl, 0, 0}
-        elseif count > 1 then
-          return {-2, count, 0, 0}
-        end
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-        end
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], lease)
-        return {1, 1, lease, token()}
-      end
+  static final LockScript ACQUIRE = acquireScript("acquire", "", HASH_LIVE, """
       if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
+        pttl = redis.call('pttl', KEYS[1])
+        if pttl == -2 then
+          pttl = nil
+        end
       end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-      end
-      pttl = redis.call('pttl', KEYS[1])
-      if pttl >= 0 and pttl < lease then
-        redis.call('pexpire', KEYS[1], lease)
-        pttl = lease
-      end
-      return {1, count, pttl, token()}
-      """);
+      """, """
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      redis.call('pexpire', KEYS[1], lease)
+      pttl = lease
+      """, HASH_REENTER);
 
   /**
    * Release one section of a hold.
@@ -153,27 +359,7 @@ final class LockScripts {
    * A count of expected - 1 means this request already ran: it is answered, not applied. The
    * final release always leaves a marker, because "deleted by me" and "lost" look alike.
    */
-  static final LockScript RELEASE = new LockScript("release", """
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
+  static final LockScript RELEASE = releaseScript("release", "", """
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
           redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
@@ -208,23 +394,7 @@ final class LockScripts {
    *         to have run (its marker said so), 'x' if it was settled before, '' otherwise
    * </pre>
    */
-  static final LockScript RESOLVE = new LockScript("resolve", """
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
+  static final LockScript RESOLVE = resolveScript("resolve", "", """
       local last = target == 0 and count > 0 and redis.call('hlen', KEYS[1]) <= 1
       if last then
         redis.call(ARGV[4], ARGV[5], '0')
@@ -239,7 +409,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * Renew a batch of watchdog holds (in a cluster: of one slot, or of one Redis 7 node with
    * {@link #RENEW_ACROSS_SLOTS}). A renewal extends the
@@ -440,91 +609,38 @@ final class LockScripts {
    * re-sent (sealed) copy cannot enqueue twice: a field has one score, and a new score means a
    * new queue entry only when there was none. Re-entry ignores the queue, as the exclusive lock's.
    */
-  static final LockScript FAIR_ACQUIRE = new LockScript("fair-acquire", FAIR_COMMON + """
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
-        end
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1,
-            tonumber(time[1]) * 1000000 + tonumber(time[2]))
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
-      end
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          local last = 0
-          if ARGV[6] == '1' then
-            last = tonumber(redis.call('get', KEYS[3]) or '0')
-          end
-          return {1, value, redis.call('pttl', KEYS[1]), last}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
-        end
-        return {-3, 0, 0, 0}
-      end
+  static final LockScript FAIR_ACQUIRE = acquireScript("fair-acquire", FAIR_COMMON, HASH_LIVE,
+      """
       local headChanged = purge(KEYS[4], KEYS[5])
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      local pttl
-      if expected == 0 then
-        if count == 0 then
-          local held = redis.call('exists', KEYS[1]) == 1
-          local head = redis.call('lindex', KEYS[4], 0)
-          if held or (head and head ~= ARGV[2]) then
-            if headChanged and head ~= ARGV[2] then
-              wakeHead(KEYS[4], ARGV[9], ARGV[10])
-            end
-            if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
-                string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
-              redis.call('lrem', KEYS[4], 0, ARGV[2])
-              redis.call('rpush', KEYS[4], ARGV[2])
-            end
-            if held then
-              pttl = redis.call('pttl', KEYS[1])
-            else
-              pttl = math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
-            end
-            if ARGV[4] == '1' then
-              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-            end
-            return {0, pttl, 0, 0}
-          end
-          if head then
-            -- The waiter behind the caller becomes the head: it re-polls and parks by this lease.
-            wakeHead(KEYS[4], ARGV[9], ARGV[10], 1)
-          end
-        elseif count > 1 then
-          return {-2, count, 0, 0}
-        end
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-        end
-        leave(KEYS[4], KEYS[5], ARGV[2])
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], lease)
-        return {1, 1, lease, token()}
-      end
       if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
+        local held = redis.call('exists', KEYS[1]) == 1
+        local head = redis.call('lindex', KEYS[4], 0)
+        if held or (head and head ~= ARGV[2]) then
+          if headChanged and head ~= ARGV[2] then
+            wakeHead(KEYS[4], ARGV[9], ARGV[10])
+          end
+          if ARGV[11] == '1' and redis.call('zadd', KEYS[5],
+              string.format('%.0f', now + tonumber(ARGV[8])), ARGV[2]) == 1 then
+            redis.call('lrem', KEYS[4], 0, ARGV[2])
+            redis.call('rpush', KEYS[4], ARGV[2])
+          end
+          if held then
+            pttl = redis.call('pttl', KEYS[1])
+          else
+            pttl = math.max(1, math.floor(tonumber(redis.call('zscore', KEYS[5], head)) - now))
+          end
+        elseif head then
+          -- The caller takes it as the head: the waiter behind it becomes the head, re-polls and
+          -- parks by this lease (published before any change, like every publish).
+          wakeHead(KEYS[4], ARGV[9], ARGV[10], 1)
+        end
       end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-      end
-      pttl = redis.call('pttl', KEYS[1])
-      if pttl >= 0 and pttl < lease then
-        redis.call('pexpire', KEYS[1], lease)
-        pttl = lease
-      end
-      return {1, count, pttl, token()}
-      """);
+      """, """
+      leave(KEYS[4], KEYS[5], ARGV[2])
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      redis.call('pexpire', KEYS[1], lease)
+      pttl = lease
+      """, HASH_REENTER);
 
   /**
    * {@link #RELEASE} for the fair lock (KEYS[3] queue, KEYS[4] scores; ARGV[8..10] as
@@ -532,28 +648,8 @@ final class LockScripts {
    * of every waiter on the lock channel; a nested one wakes it when it moved the head or made the
    * lock expire sooner than the head was told.
    */
-  static final LockScript FAIR_RELEASE = new LockScript("fair-release", FAIR_COMMON + """
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
+  static final LockScript FAIR_RELEASE = releaseScript("fair-release", FAIR_COMMON, """
       local headChanged = purge(KEYS[3], KEYS[4])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
       if count > 1 and ARGV[2] ~= '0' then
         if headChanged or redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
           wakeHead(KEYS[3], ARGV[4], ARGV[6])
@@ -577,23 +673,7 @@ final class LockScripts {
    * of the queue: the call it settles ends without the lock. A lock this frees, or a new head,
    * wakes the head.
    */
-  static final LockScript FAIR_RESOLVE = new LockScript("fair-resolve", FAIR_COMMON + """
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
+  static final LockScript FAIR_RESOLVE = resolveScript("fair-resolve", FAIR_COMMON, """
       local last = target == 0 and count > 0 and redis.call('hlen', KEYS[1]) <= 1
       -- Queue housekeeping first (harmless alone), then the calls that may be refused, then the
       -- change to the lock.
@@ -616,7 +696,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * {@link #FORCE_RELEASE} for the fair lock (KEYS[2] queue, KEYS[3] scores; ARGV[3..5] as
    * {@link #FAIR_ACQUIRE}'s ARGV[8..10]): wakes the head waiter on its own channel.
@@ -726,16 +805,6 @@ final class LockScripts {
         end
         redis.call('del', key)
       end
-      local function token()
-        if ARGV[6] ~= '1' then
-          return 0
-        end
-        local time = redis.call('time')
-        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-        local next = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, now)
-        redis.call('set', KEYS[3], string.format('%.0f', next), 'px', ARGV[7])
-        return next
-      end
       """;
 
   /**
@@ -744,77 +813,34 @@ final class LockScripts {
    * or in read mode with only dead readers (removed, and the lock taken); readers hold it off,
    * including the caller's own (an upgrade is refused by the client before it gets here).
    */
-  static final LockScript RW_WRITE_ACQUIRE = new LockScript("rw-write-acquire", RW_HELPERS + """
-      local prefix = KEYS[4]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          local last = 0
-          if ARGV[6] == '1' then
-            last = tonumber(redis.call('get', KEYS[3]) or '0')
-          end
-          return {1, value, redis.call('pttl', KEYS[1]), last}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
+  static final LockScript RW_WRITE_ACQUIRE = acquireScript("rw-write-acquire", RW_HELPERS + """
+      -- Whether the key holds only readers whose leases ended: taking the lock deletes it first.
+      local stale = false
+      """, HASH_LIVE, """
+      if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+        local others, longest, dead = 1, 0, {}
+        if redis.call('hget', KEYS[1], 'mode') == 'read' then
+          others, longest, dead = readers(KEYS[1], KEYS[4], '')
         end
-        return {-3, 0, 0, 0}
-      end
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      local pttl
-      if expected == 0 then
-        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          local live, longest, dead = 1, 0, {}
-          if redis.call('hget', KEYS[1], 'mode') == 'read' then
-            live, longest, dead = readers(KEYS[1], prefix, '')
-          end
-          if live > 0 then
-            pttl = redis.call('pttl', KEYS[1])
-            if ARGV[4] == '1' then
-              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-            end
-            drop_fields(KEYS[1], dead)
-            return {0, pttl, 0, 0}
-          end
-          -- Only readers whose leases ended are left: the lock is free.
-          if ARGV[4] == '1' then
-            redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-          end
-          redis.call('del', KEYS[1])
-        elseif count > 1 then
-          return {-2, count, 0, 0}
-        elseif ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
+        if others > 0 then
+          drop_fields(KEYS[1], dead)
+          pttl = redis.call('pttl', KEYS[1])
+        else
+          stale = true
         end
-        redis.call('hset', KEYS[1], 'mode', 'write')
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        pttl = redis.call('pttl', KEYS[1])
-        if pttl < lease then
-          redis.call('pexpire', KEYS[1], lease)
-          pttl = lease
-        end
-        return {1, 1, pttl, token()}
       end
-      if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
+      """, """
+      if stale then
+        redis.call('del', KEYS[1])
       end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
-      if count == expected then
-        count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-      end
+      redis.call('hset', KEYS[1], 'mode', 'write')
+      redis.call('hset', KEYS[1], ARGV[2], 1)
       pttl = redis.call('pttl', KEYS[1])
-      if pttl >= 0 and pttl < lease then
+      if pttl < lease then
         redis.call('pexpire', KEYS[1], lease)
         pttl = lease
       end
-      return {1, count, pttl, token()}
-      """);
+      """, HASH_REENTER);
 
   /**
    * {@link #RELEASE} of the write side, plus {@code KEYS[3]} the timeout key prefix. An inner
@@ -822,28 +848,8 @@ final class LockScripts {
    * publishes {@code 1}: the lock becomes free, or, if the writer holds read sections too, it is
    * downgraded (mode read), and waiting readers may enter either way.
    */
-  static final LockScript RW_WRITE_RELEASE = new LockScript("rw-write-release", RW_HELPERS + """
+  static final LockScript RW_WRITE_RELEASE = releaseScript("rw-write-release", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
       if count > 1 and ARGV[2] ~= '0' then
         if ARGV[7] == '1' then
           redis.call('set', KEYS[2], 'd:' .. (count - 1), 'px', ARGV[5])
@@ -870,24 +876,8 @@ final class LockScripts {
       """);
 
   /** {@link #RESOLVE} of the write side, plus {@code KEYS[3]} the timeout key prefix. */
-  static final LockScript RW_WRITE_RESOLVE = new LockScript("rw-write-resolve", RW_HELPERS + """
+  static final LockScript RW_WRITE_RESOLVE = resolveScript("rw-write-resolve", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
       if target == 0 and count > 0 then
         local live, longest, dead = readers(KEYS[1], prefix, '')
         redis.call(ARGV[4], ARGV[5], '1')
@@ -910,7 +900,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * {@link #FORCE_RELEASE} of the write side ({@code KEYS[2]} the timeout key prefix): deletes
    * the lock only in write mode, as Redisson's write lock does.
@@ -953,68 +942,43 @@ final class LockScripts {
    * key is absent, or in write mode when the caller holds the write lock (the first step of a
    * downgrade). Each section n opens timeout key n with the section's lease; the hash never
    * expires before it. The pttl replied is this reader's own (its longest timeout key), not the
-   * hash's, which other readers may keep longer.
+   * hash's, which other readers may keep longer. A read hold is live while one of its own timeout
+   * keys is: a re-entry or replay finding none is answered as a hold that is gone.
    */
-  static final LockScript RW_READ_ACQUIRE = new LockScript("rw-read-acquire", RW_HELPERS + """
+  static final LockScript RW_READ_ACQUIRE = acquireScript("rw-read-acquire", RW_HELPERS + """
       local prefix = KEYS[4]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        local kind, value = string.sub(marker, 1, 1), tonumber(string.sub(marker, 3))
-        if kind == 'd' then
-          return {1, value, reader_ttl(prefix, ARGV[2], value), 0}
-        elseif kind == 'n' then
-          return {0, value, 0, 0}
-        end
-        return {-3, 0, 0, 0}
-      end
-      local lease = tonumber(ARGV[1])
-      local expected = tonumber(ARGV[3])
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
       local function open(n)
         redis.call('set', timeout_key(prefix, ARGV[2], n), 1, 'px', lease)
         if redis.call('pttl', KEYS[1]) < lease then
           redis.call('pexpire', KEYS[1], lease)
         end
       end
-      if expected == 0 then
-        if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-          local mode = redis.call('hget', KEYS[1], 'mode')
-          if mode ~= 'read' and not (mode == 'write'
-              and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
-            local pttl = redis.call('pttl', KEYS[1])
-            if ARGV[4] == '1' then
-              redis.call('set', KEYS[2], 'n:' .. pttl, 'px', ARGV[5])
-            end
-            return {0, pttl, 0, 0}
-          end
-        elseif count > 1 then
-          return {-2, count, 0, 0}
+      """, """
+      pttl = reader_ttl(prefix, ARGV[2], count)
+      if pttl == 0 or pttl == -2 then
+        pttl = nil
+      end
+      """, """
+      if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+        local mode = redis.call('hget', KEYS[1], 'mode')
+        if mode ~= 'read' and not (mode == 'write'
+            and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
+          pttl = redis.call('pttl', KEYS[1])
         end
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'd:1', 'px', ARGV[5])
-        end
-        redis.call('hsetnx', KEYS[1], 'mode', 'read')
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        open(1)
-        return {1, 1, lease, token()}
       end
-      if count == 0 then
-        return {-1, 0, 0, 0}
-      elseif count ~= expected and count ~= expected + 1 then
-        return {-2, count, 0, 0}
-      elseif reader_ttl(prefix, ARGV[2], count) == -2 then
-        return {-1, 0, 0, 0} -- its lease ended: it is no longer a reader
-      end
-      if ARGV[4] == '1' then
-        redis.call('set', KEYS[2], 'd:' .. (expected + 1), 'px', ARGV[5])
-      end
+      """, """
+      redis.call('hsetnx', KEYS[1], 'mode', 'read')
+      redis.call('hset', KEYS[1], ARGV[2], 1)
+      open(1)
+      pttl = lease
+      """, """
       if count == expected then
         count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
         open(count)
       elseif redis.call('pttl', timeout_key(prefix, ARGV[2], count)) < lease then
         open(count)
       end
-      return {1, count, reader_ttl(prefix, ARGV[2], count), token()}
+      pttl = reader_ttl(prefix, ARGV[2], count)
       """);
 
   /**
@@ -1027,28 +991,8 @@ final class LockScripts {
    * old expiry (a writer waiting out a crashed reader) looks again. A reader whose lease already
    * ended is removed the same way, and answered -1.
    */
-  static final LockScript RW_READ_RELEASE = new LockScript("rw-read-release", RW_HELPERS + """
+  static final LockScript RW_READ_RELEASE = releaseScript("rw-read-release", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return tonumber(string.sub(marker, 3))
-        end
-        return -2
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
-      local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
-        end
-        return count
-      elseif count ~= expected then
-        return -2
-      end
       local alive = reader_ttl(prefix, ARGV[1], count) ~= -2
       local mode = redis.call('hget', KEYS[1], 'mode')
       local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
@@ -1095,24 +1039,8 @@ final class LockScripts {
       """);
 
   /** {@link #RESOLVE} of the read side, plus {@code KEYS[3]} the timeout key prefix. */
-  static final LockScript RW_READ_RESOLVE = new LockScript("rw-read-resolve", RW_HELPERS + """
+  static final LockScript RW_READ_RESOLVE = resolveScript("rw-read-resolve", RW_HELPERS, """
       local prefix = KEYS[3]
-      local marker = redis.call('get', KEYS[2])
-      if marker and string.sub(marker, 1, 1) == 'x' then
-        return {tonumber(string.sub(marker, 3)), 'x'}
-      end
-      local outcome = ''
-      if marker and string.sub(marker, 1, 1) == 'd' then
-        outcome = 'd'
-      end
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      local expected = tonumber(ARGV[2])
-      local target = count
-      if ARGV[3] == 'abandon' or (ARGV[3] == 'acquire' and expected == 0) then
-        target = 0
-      elseif ARGV[3] == 'acquire' and count == expected + 1 then
-        target = expected
-      end
       local mode = redis.call('hget', KEYS[1], 'mode')
       if target == count or count == 0 then
         redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
@@ -1145,7 +1073,6 @@ final class LockScripts {
       end
       return {target, outcome}
       """);
-
   /**
    * {@link #FORCE_RELEASE} of the read side ({@code KEYS[2]} the timeout key prefix): deletes the
    * lock, and every reader's timeout keys, only in read mode, as Redisson's read lock does.

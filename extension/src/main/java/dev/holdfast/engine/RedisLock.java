@@ -418,6 +418,11 @@ final class RedisLock implements FencedLock {
     /** The request being tried; kept until answered, so that re-sends are the same request. */
     private String requestId;
     private int requestExpected;
+    /**
+     * When {@link #requestId} was first sent (nanoTime): the earliest its grant can have run, so
+     * a fixed lease granted by any of its sends ends no later than this plus the lease.
+     */
+    private long requestSentAt;
     /** Whether {@link #requestId} was sent and never answered. */
     boolean uncertain;
 
@@ -452,6 +457,7 @@ final class RedisLock implements FencedLock {
       // Ours from now on: settled (undone) like any unanswered request unless opened below.
       requestId = g.requestId();
       requestExpected = 0;
+      requestSentAt = g.sentAt();
       uncertain = true;
       if (outcome == WaitEntry.Waiter.GRANTED) {
         opened(null, 0, lease(), g.sentAt(), g.pttl(), 0);
@@ -493,6 +499,7 @@ final class RedisLock implements FencedLock {
       if (!resend) {
         requestId = engine.nextRequestId();
         requestExpected = expected;
+        requestSentAt = System.nanoTime();
       }
       long lease = leaseMillis == WATCHDOG ? engine.watchdogMillis() : leaseMillis;
       String request = requestId;
@@ -574,6 +581,12 @@ final class RedisLock implements FencedLock {
           + "the acquisition in time (holdfast.redis.sync-replicas), so it was rolled back");
     }
 
+    /**
+     * Opens the section a grant answered: {@code sentAt} is when the send whose answer this is
+     * went out, {@code pttl} the TTL that answer reports (a replay reports what the hold has left
+     * then, not the lease), so the hold is believed no longer than Redis keeps it; the section's
+     * own fixed lease counts from the request's first send, the earliest its grant can have run.
+     */
     private long opened(Hold hold, int expected, long lease, long sentAt, long pttl,
         long token) {
       Hold h = hold;
@@ -590,12 +603,15 @@ final class RedisLock implements FencedLock {
             engine.giveUpAfter(lease)));
         throw lostBeforeReentry(h);
       }
-      long ttl = pttl > 0 ? pttl : lease;
+      // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
+      // (a hold with no time left) confirms nothing.
+      long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
       if (token > 0) {
         h.token(token);
       }
+      long firstSent = sentAt - requestSentAt > 0 ? requestSentAt : sentAt;
       h.opened(new Hold.Section(leaseMillis == WATCHDOG, lease,
-          sentAt + millisToNanos(lease)), LockEngine.confirmedUntil(sentAt, ttl));
+          firstSent + millisToNanos(lease)), LockEngine.confirmedUntil(sentAt, ttl));
       engine.watchDeadline(h);
       return ACQUIRED;
     }
@@ -827,8 +843,9 @@ final class RedisLock implements FencedLock {
     String grantId = engine.nextRequestId();
     long ttl = engine.watchdogMillis(); // as a final release records it when unanswered
     int outcome = WaitEntry.Waiter.UNCERTAIN;
-    WaitEntry.Grant grant = new WaitEntry.Grant(grantId, 0, 0);
     long sentAt = System.nanoTime();
+    // Sent now whatever the outcome: an uncertain grant's lease counts from here too.
+    WaitEntry.Grant grant = new WaitEntry.Grant(grantId, sentAt, 0);
     long status;
     long value;
     hold.beginCall();

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A TCP proxy on 127.0.0.1 in front of one Redis server that can make Redis unreachable for the
@@ -21,6 +22,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *   <li>{@link #runNextScriptThenBlackHole()}: the next script call reaches Redis and runs, then
  *       the link goes black at once, so its reply and everything after are swallowed — an outcome
  *       the client cannot know, followed by an outage that defeats any undo;</li>
+ *   <li>{@link #runNextScriptsThenBlackHole(int)}: the same after {@code n} script calls, each of
+ *       which runs with its reply (and anything after it on its connection) lost — e.g. a first
+ *       attempt and its sealed retry that both ran unanswered;</li>
  *   <li>{@link #dropScriptReplies(boolean)}: script calls reach Redis and run, their replies (and
  *       anything after them on that connection) never come back.</li>
  * </ul>
@@ -33,7 +37,8 @@ final class BlackHoleProxy implements AutoCloseable {
   private final ServerSocket listener;
   private final int upstreamPort;
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
-  private final AtomicBoolean runOneScript = new AtomicBoolean();
+  /** Script calls still to run (replies lost) before the link goes black; 0: not armed. */
+  private final AtomicInteger scriptsBeforeBlackHole = new AtomicInteger();
   private volatile boolean blackHole;
   private volatile boolean dropScriptReplies;
   private volatile boolean closed;
@@ -65,7 +70,11 @@ final class BlackHoleProxy implements AutoCloseable {
   }
 
   void runNextScriptThenBlackHole() {
-    runOneScript.set(true);
+    runNextScriptsThenBlackHole(1);
+  }
+
+  void runNextScriptsThenBlackHole(int scripts) {
+    scriptsBeforeBlackHole.set(scripts);
   }
 
   void dropScriptReplies(boolean on) {
@@ -107,9 +116,10 @@ final class BlackHoleProxy implements AutoCloseable {
             continue;
           }
           if (requests && isScriptCall(buffer, n)) {
-            if (runOneScript.compareAndSet(true, false)) {
+            int left = scriptsBeforeBlackHole.getAndUpdate(k -> Math.max(0, k - 1));
+            if (left == 1) {
               blackHole = true; // before forwarding: the reply must not get through
-            } else if (dropScriptReplies) {
+            } else if (left > 1 || dropScriptReplies) {
               muted.set(true);
             }
           }

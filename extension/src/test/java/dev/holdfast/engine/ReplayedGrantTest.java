@@ -1,0 +1,221 @@
+package dev.holdfast.engine;
+
+import static java.util.concurrent.TimeUnit.MILLISECONDS;
+import static java.util.concurrent.TimeUnit.SECONDS;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.FencedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockClientConfig;
+import dev.holdfast.testing.Await;
+import dev.holdfast.testing.RedisExtension;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import redis.clients.jedis.Jedis;
+
+/**
+ * Issue 15, hole 2, through the client: an acquisition whose first attempt and sealed retry both
+ * ran but went unanswered, whose grant then ran out, while another client acquired, must not be
+ * told "granted" by the re-send that finally gets through — it goes on waiting as a new attempt.
+ * The client under test talks through a {@link BlackHoleProxy}; the rival talks to Redis directly.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+class ReplayedGrantTest {
+
+  @RegisterExtension
+  static final RedisExtension redis = RedisExtension.standalone();
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  /** The client's wait: long enough for the faults and one re-send after them. */
+  private static final long WAIT_MS = 4_000;
+
+  private BlackHoleProxy proxy;
+  private RedisProbe redisState;
+  private LockClient client;
+  private LockClient rival;
+
+  @BeforeEach
+  void setUp() throws Exception {
+    redis.flushAll();
+    redisState = new RedisProbe(redis.server());
+    proxy = new BlackHoleProxy(redis.server().port());
+    client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "200ms"));
+    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+  }
+
+  @AfterEach
+  void tearDown() {
+    proxy.close();
+  }
+
+  @Test
+  void exclusive_grantReplayedAfterItRanOut_isNotTrusted() throws Exception {
+    replayedAfterRivalAcquired(c -> c.getLock("contested"), c -> c.getLock("contested"), "");
+  }
+
+  @Test
+  void fair_grantReplayedAfterItRanOut_isNotTrusted() throws Exception {
+    replayedAfterRivalAcquired(c -> c.getFairLock("contested"), c -> c.getFairLock("contested"),
+        "");
+  }
+
+  @Test
+  void read_grantReplayedAfterItRanOut_isNotTrusted() throws Exception {
+    replayedAfterRivalAcquired(c -> c.getReadWriteLock("contested").readLock(),
+        c -> c.getReadWriteLock("contested").writeLock(), "");
+  }
+
+  @Test
+  void write_grantReplayedAfterItRanOut_isNotTrusted() throws Exception {
+    replayedAfterRivalAcquired(c -> c.getReadWriteLock("contested").writeLock(),
+        c -> c.getReadWriteLock("contested").writeLock(), ":write");
+  }
+
+  @Test
+  void fenced_grantReplayedAfterItRanOut_neverSharesTheRivalsToken() throws Exception {
+    warmUp(client.getFencedLock("warm-up"));
+    FencedLock lock = client.getFencedLock("contested");
+    FencedLock other = rival.getFencedLock("contested");
+    proxy.runNextScriptsThenBlackHole(2);
+    Long[] token = new Long[1];
+    Thread caller = new Thread(() -> {
+      try {
+        token[0] = lock.tryLockAndGetToken(WAIT_MS, 10_000, MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    Long rivalToken = expireAndLetRivalIn("contested", () -> other.tryLockAndGetToken());
+    caller.join();
+    assertNull(token[0], "the replayed grant was trusted: the client got token " + token[0]
+        + " while the rival holds token " + rivalToken);
+    other.unlock();
+    long next = lock.lockAndGetToken();
+    assertTrue(next > rivalToken, "a later grant has a larger token: " + next + " after "
+        + rivalToken);
+    lock.unlock();
+  }
+
+  @Test
+  void grantReplayedWhileStillHeld_isBelievedNoLongerThanRedisKeepsIt() throws Exception {
+    warmUp(client.getLock("contested"));
+    DistributedLock lock = client.getLock("contested");
+    proxy.runNextScriptsThenBlackHole(2);
+    long[] believedFor = new long[2];
+    Thread caller = new Thread(() -> {
+      try {
+        if (lock.tryLock(WAIT_MS, 10_000, MILLISECONDS)) {
+          Hold hold = Clients.engine(client).holds().get(
+              new Hold.Id("contested", Thread.currentThread().getId()));
+          believedFor[0] = hold.confirmedUntil() - System.nanoTime();
+          long pttl = redisState.pttl("contested");
+          believedFor[1] = TimeUnit.MILLISECONDS.toNanos(pttl);
+          lock.unlock();
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.blackHoled() && grantMarkerExists("contested"),
+        "the first attempt and its sealed retry ran unanswered");
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.pexpire("contested", 2_000); // the grant's time is running out meanwhile
+    }
+    proxy.blackHole(false);
+    caller.join();
+    assertTrue(believedFor[1] > 0, "the re-send was answered: granted");
+    assertTrue(believedFor[0] <= believedFor[1], "believed for "
+        + MILLISECONDS.convert(believedFor[0], TimeUnit.NANOSECONDS) + " ms more while Redis "
+        + "keeps the key " + MILLISECONDS.convert(believedFor[1], TimeUnit.NANOSECONDS) + " ms");
+  }
+
+  /**
+   * The client acquires {@code name} "contested" (fixed lease 10 s, waiting up to
+   * {@link #WAIT_MS}); its first attempt and the sealed retry run unanswered; the grant is then
+   * ended (as if its lease ran out) and the rival acquires; only then does a re-send get through.
+   * The client must not acquire while the rival holds.
+   */
+  private void replayedAfterRivalAcquired(Function<LockClient, DistributedLock> ours,
+      Function<LockClient, DistributedLock> theirs, String fieldSuffix) throws Exception {
+    warmUp(ours.apply(client));
+    DistributedLock lock = ours.apply(client);
+    DistributedLock other = theirs.apply(rival);
+    proxy.runNextScriptsThenBlackHole(2);
+    boolean[] acquired = new boolean[1];
+    String[] field = new String[1];
+    Thread caller = new Thread(() -> {
+      field[0] = RedisProbe.fieldOf(client) + fieldSuffix;
+      try {
+        acquired[0] = lock.tryLock(WAIT_MS, 10_000, MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    expireAndLetRivalIn("contested", () -> other.tryLock() ? Boolean.TRUE : null);
+    caller.join();
+    assertFalse(acquired[0], "the replayed grant was trusted while another client holds the lock");
+    assertNull(redisState.hget("contested", field[0]), "the client has no field in Redis");
+    assertTrue(other.isHeldByCurrentThread());
+    other.unlock();
+    assertTrue(lock.tryLock(5, SECONDS), "acquired afresh once the rival is gone");
+    lock.unlock();
+  }
+
+  /**
+   * Waits until the client's sealed retry ran (its {@code d:} marker is in Redis and the link is
+   * black), ends that grant, lets the rival acquire, and opens the link again.
+   */
+  private <T> T expireAndLetRivalIn(String key, java.util.function.Supplier<T> rivalAcquires) {
+    Await.until(Duration.ofSeconds(10), () -> proxy.blackHoled() && grantMarkerExists(key),
+        "the first attempt and its sealed retry ran unanswered");
+    try (Jedis jedis = redis.server().admin()) {
+      jedis.del(key);
+      for (String k : jedis.keys("{" + key + "}:*rwlock_timeout*")) {
+        jedis.del(k);
+      }
+    }
+    T value = Await.value(Duration.ofSeconds(5), rivalAcquires, "the rival acquires");
+    assertNotNull(value);
+    long before = redisState.scriptCalls();
+    proxy.blackHole(false);
+    Await.until(Duration.ofSeconds(5), () -> redisState.scriptCalls() > before,
+        "the client's re-send reached Redis");
+    return value;
+  }
+
+  private boolean grantMarkerExists(String key) {
+    try (Jedis jedis = redis.server().admin()) {
+      for (String marker : jedis.keys("holdfast_unlock_marker:{" + key + "}:*")) {
+        String value = jedis.get(marker);
+        if (value != null && value.startsWith("d:1")) {
+          return true;
+        }
+      }
+      return false;
+    }
+  }
+
+  /** Loads the scripts through the proxy: a swallowed NOSCRIPT would mean nothing ran. */
+  private static void warmUp(DistributedLock lock) {
+    lock.lock();
+    lock.unlock();
+  }
+}
