@@ -44,10 +44,13 @@ final class RedLock extends CompositeLock {
     long shortest = Long.MAX_VALUE;
     List<DistributedLock> members = group.members();
     for (int i = 0; i < members.size(); i++) {
-      if (!(members.get(i) instanceof RedisLock r)) {
+      if (!(members.get(i) instanceof RedisLock r) || r.kind() != LockKind.EXCLUSIVE) {
+        // A fair lock or a side of a read-write lock votes by its own rules (a reader's write
+        // side refuses a no-wait vote, which the rounds would take for "busy" for ever).
         throw new IllegalArgumentException("A RedLock takes locks from LockClient.getLock or "
             + "getFencedLock, one per independent Redis server; lock " + i + " ('"
-            + members.get(i).getName() + "') is a " + members.get(i).getClass().getSimpleName());
+            + members.get(i).getName() + "') is a " + (members.get(i) instanceof RedisLock
+                ? members.get(i).toString() : members.get(i).getClass().getSimpleName()));
       }
       shortest = Math.min(shortest, r.engine().watchdogMillis());
     }

@@ -76,6 +76,11 @@ final class RedisLock implements FencedLock {
     return engine;
   }
 
+  /** What kind of lock this handle is (exclusive, fair, a side of a read-write lock). */
+  LockKind kind() {
+    return names.kind();
+  }
+
   @Override
   public void lock() {
     acquireUninterruptibly(WATCHDOG);
