@@ -122,8 +122,9 @@ class ReleaseInDoubtTest {
       String what) {
     long end = System.nanoTime() + within.toNanos();
     while (redisState.exists(key)) {
-      long pttl = redisState.pttl(key);
+      // Elapsed time first: the TTL read after it can only be lower, however late it comes.
       long elapsedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - before);
+      long pttl = redisState.pttl(key);
       assertTrue(pttl <= pttlBefore - elapsedMillis + 100,
           what + ": renewed after its final call was sent (pttl " + pttl + " ms, "
           + elapsedMillis + " ms after " + pttlBefore + " ms)");
@@ -263,8 +264,8 @@ class ReleaseInDoubtTest {
     String releaser = fieldOf(client, Thread.currentThread());
     long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(3 * WATCHDOG_MILLIS);
     while (redisState.hget("handed", releaser) != null) {
-      long pttl = redisState.pttl("handed");
       long elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - before);
+      long pttl = redisState.pttl("handed");
       // Still the releaser's key only if its field is still there (else the waiter's now).
       assertTrue(pttl <= pttlBefore - elapsed + 100
           || redisState.hget("handed", releaser) == null, "the releaser's hold was renewed");
