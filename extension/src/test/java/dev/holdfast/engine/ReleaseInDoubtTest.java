@@ -312,6 +312,37 @@ class ReleaseInDoubtTest {
     lock.unlock();
   }
 
+  // Hole 4 for the write side of a read-write lock (RW_WRITE_KEEP): the same request marking.
+  @Test
+  void writeLockKeep_replyLost_reportsNoLoss_andLockExpiresAtTheKeptTime() throws Exception {
+    LockClient client = proxied();
+    DistributedLock warmUp = client.getReadWriteLock("rw-warm-up").writeLock();
+    warmUp.lock();
+    Clients.engine(client).unlockAfter(warmUp, Duration.ofMillis(1)); // loads the scripts
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock lock = client.getReadWriteLock("rw-kept").writeLock();
+    lock.lock();
+    long keptAt = System.nanoTime();
+    proxy.dropScriptReplies(true);
+    try {
+      assertThrows(LockException.class,
+          () -> Clients.engine(client).unlockAfter(lock, Duration.ofMillis(5_000)),
+          "the keep's reply never came");
+    } finally {
+      proxy.dropScriptReplies(false);
+    }
+    String field = fieldOf(client, Thread.currentThread());
+    assertNotNull(redisState.hget("rw-kept", field + ":kept:write"), "the keep ran");
+    Thread.sleep(2 * WATCHDOG_MILLIS - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - keptAt));
+    assertTrue(redisState.exists("rw-kept"), "kept for its 5 s");
+    assertEquals(0, lost.count(), "a lock kept as asked is not lost: " + lost);
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("rw-kept"),
+        "expired at the kept time");
+    assertTrue(System.nanoTime() - keptAt >= TimeUnit.MILLISECONDS.toNanos(4_900),
+        "not before it");
+    assertEquals(0, lost.count(), lost.toString());
+  }
+
   // Hole 3, keep in doubt: the keep never reaches Redis. The hold is not renewed any more and
   // ends within its lease; nothing is reported lost.
   @Test
