@@ -133,9 +133,14 @@ public interface DistributedLock extends Lock {
    *
    * @throws IllegalMonitorStateException if this thread does not hold the lock; the message says
    *     whether the lock was lost (expired, force-unlocked, Redis lost it) rather than never held
-   * @throws LockException if Redis cannot be reached (the hold is then unchanged as far as this
-   *     client knows, and calling {@code unlock()} again is safe: it re-sends the same release,
-   *     and one that did run is recognised)
+   * @throws LockException if Redis cannot be reached, so whether the release ran is unknown.
+   *     An inner release leaves the hold unchanged as far as this client knows; calling
+   *     {@code unlock()} again re-sends the same release, and one that did run is recognised.
+   *     The last release ends the hold for this thread all the same: it is never renewed
+   *     again, the release is completed in the background as soon as Redis answers, and the
+   *     lock expires with its lease at the latest, even if the thread never calls again;
+   *     calling {@code unlock()} again settles it at once (and throws again only if Redis still
+   *     does not answer)
    */
   @Override
   void unlock();

@@ -59,6 +59,13 @@ final class Hold {
   private boolean retired;
   /** Redis answered that the holder's call ended the hold; guarded by this. */
   private boolean ended;
+  /**
+   * A final call of the holder (the release, handoff or keep that ends the hold) was sent: the
+   * hold is never renewed again, whatever the answer, or if none comes. Written under this.
+   */
+  private volatile boolean ending;
+  /** When {@link #ending} was set (nanoTime). */
+  private volatile long endingSince;
   /** Guarded by this. */
   ScheduledFuture<?> deadlineTask;
   /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
@@ -204,6 +211,19 @@ final class Hold {
     return renewed ? Math.max(watchdogMillis, fixedLeft) : fixedLeft;
   }
 
+  /**
+   * The longest, in ms from {@code now}, that the key can still live by this hold's doing: the
+   * watchdog lease if a watchdog section is open, else what the latest fixed deadline has left.
+   */
+  long leaseLeftMillis(long now, long watchdogMillis) {
+    long left = 0;
+    for (Section s : sections) {
+      left = Math.max(left, s.watchdog() ? watchdogMillis
+          : Math.max(0, TimeUnit.NANOSECONDS.toMillis(s.deadline() - now) + 1));
+    }
+    return left;
+  }
+
   /** The lease of the newest fixed-lease section, for messages; 0 if none. */
   long fixedLeaseMillis() {
     for (Section s : sections) {
@@ -235,6 +255,34 @@ final class Hold {
   }
 
   /**
+   * The holder is about to send the call that ends the hold (a final release, a handoff, a
+   * keep): from now on no renewal starts, and one in flight is not applied, so that a release
+   * in doubt is never kept alive — it ends at its deadline at worst. {@code false} undoes it
+   * when Redis answered with an error (the call changed nothing; the hold goes on).
+   */
+  synchronized void ending(boolean on) {
+    ending = on;
+    endingSince = System.nanoTime();
+  }
+
+  /** Whether the call that ends this hold was sent; see {@link #ending(boolean)}. */
+  boolean ending() {
+    return ending;
+  }
+
+  /**
+   * Whether this is what is left of a hold whose final call got no answer: its thread holds
+   * nothing, and {@link #cleanup()} (until settled) decides in Redis what that call did.
+   */
+  boolean endedInDoubt() {
+    return ending && count == 0 && active();
+  }
+
+  long endingSince() {
+    return endingSince;
+  }
+
+  /**
    * Redis answered that the call in flight ended the hold (a final release or a handoff): from
    * now on no renewal starts, and one that finds the field gone is no loss. Called by the
    * holder between {@link #beginCall} and {@link #endCall}, so that no renewal can slip in
@@ -253,7 +301,7 @@ final class Hold {
    *     a call in flight (which renews the lease itself) or the hold was released
    */
   synchronized long startRenewal() {
-    if ((epoch & 1) != 0 || retired || ended || !active() || !watchdog) {
+    if ((epoch & 1) != 0 || retired || ended || ending || !active() || !watchdog) {
       return -1;
     }
     renewalsInFlight++;
@@ -261,12 +309,12 @@ final class Hold {
   }
 
   synchronized boolean unchangedSince(long snapshot) {
-    return epoch == snapshot && !ended;
+    return epoch == snapshot && !ended && !ending;
   }
 
   /** Applies a renewal confirmed until {@code until}, unless the hold changed since. */
   synchronized void renewed(long snapshot, long until) {
-    if (epoch == snapshot && watchdog && active() && until - confirmedUntil > 0) {
+    if (epoch == snapshot && watchdog && !ending && active() && until - confirmedUntil > 0) {
       confirmedUntil = until;
     }
   }
@@ -341,8 +389,10 @@ final class Hold {
   /**
    * A {@link LockScripts#RESOLVE} call owed to Redis.
    *
-   * @param kind {@code acquire} (undo an uncertain acquisition) or {@code abandon} (remove the
-   *     thread's field)
+   * @param kind {@code acquire} (undo an uncertain acquisition), {@code abandon} (remove the
+   *     thread's field: also how a final release or handoff in doubt completes) or
+   *     {@code release} (only seal the request: how a keep in doubt settles, leaving the field
+   *     to expire with its lease if the keep never ran)
    * @param giveUpAt when the work is moot (nanoTime): whatever it would remove has expired
    */
   record Cleanup(String requestId, int expected, String kind, long giveUpAt) {

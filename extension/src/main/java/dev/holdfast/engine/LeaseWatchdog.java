@@ -56,7 +56,14 @@ final class LeaseWatchdog {
       Map<Object, List<Hold>> byNode = new LinkedHashMap<>();
       long now = System.nanoTime();
       for (Hold h : engine.holds().values()) {
-        if (!h.active()) {
+        if (h.ending() && h.active()) {
+          // Never renewed once its final call is sent; what is left of one in doubt goes once
+          // settled and its thread is gone or has not called again for a long while.
+          if (h.endedInDoubt() && h.cleanup() == null
+              && (!h.threadAlive() || now - h.endingSince() > LOST_RETENTION_NANOS)) {
+            engine.holds().remove(h.id, h); // no wait on this thread: nothing renews it
+          }
+        } else if (!h.active()) {
           forgetIfStale(h, now);
         } else if (!h.threadAlive()) {
           if (engine.lose(h, LossCause.THREAD_ENDED,

@@ -386,7 +386,7 @@ public final class LockEngine implements AutoCloseable {
       }
       hold.deadlineTask = null;
     }
-    if (!hold.active() || holds.get(hold.id) != hold) {
+    if (!hold.active() || holds.get(hold.id) != hold || hold.endedInDoubt()) {
       return;
     }
     if (System.nanoTime() - hold.confirmedUntil() < 0) {
@@ -477,6 +477,36 @@ public final class LockEngine implements AutoCloseable {
       observer.released(hold.template, System.nanoTime() - hold.acquiredAt());
       LockEvents.holdEnds(hold.heldEvent(), hold.names.name(), hold.template);
     }
+  }
+
+  /**
+   * The final call of {@code hold} (release, handoff or keep; {@link Hold#ending(boolean)} was
+   * set before it was sent) got no answer. For its thread the hold is over: its section closes
+   * and it is never renewed again. What the call did is settled in the background by
+   * {@link LockScripts#RESOLVE} under the call's own request ({@code kind} {@code abandon}
+   * completes a release: the field goes if it is still there; {@code release} only seals a
+   * keep), retried until Redis answers or the hold's lease has passed. Until then, and until
+   * the thread calls again, the hold stays in the registry (see {@link Hold#endedInDoubt()}):
+   * a retried unlock settles it and succeeds, a new acquisition settles it first. No loss is
+   * reported: the thread asked for the hold to end.
+   *
+   * @param leaseMillis the longest the key can still live by this hold's doing
+   */
+  void endInDoubt(Hold hold, String requestId, String kind, long leaseMillis) {
+    cancelDeadline(hold);
+    hold.closeNewest();
+    observer.released(hold.template, System.nanoTime() - hold.acquiredAt());
+    LockEvents.holdEnds(hold.heldEvent(), hold.names.name(), hold.template);
+    owe(hold, new Hold.Cleanup(requestId, 1, kind, giveUpAfter(leaseMillis)));
+  }
+
+  /**
+   * Drops what is left of a hold whose final call was in doubt, once settled: the holder called
+   * again, or the watchdog found it stale.
+   */
+  void forgetEnded(Hold hold) {
+    holds.remove(hold.id, hold);
+    hold.retire(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
   }
 
   /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */

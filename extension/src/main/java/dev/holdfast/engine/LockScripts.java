@@ -142,8 +142,11 @@ final class LockScripts {
         return {-3, 0, 0, 0}
       end
       count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+      -- A sealed call that is refused records it (x:<count>), so that a late copy of an earlier
+      -- send can never apply to a hold the caller takes afterwards.
       if expected == 0 then
         if count > 1 then
+          @SEALED_REFUSAL@
           return {-2, count, 0, 0}
         end
         @REFUSED@
@@ -154,12 +157,15 @@ final class LockScripts {
           return {0, pttl, 0, 0}
         end
       elseif count == 0 then
+        @SEALED_REFUSAL@
         return {-1, 0, 0, 0}
       elseif count ~= expected and count ~= expected + 1 then
+        @SEALED_REFUSAL@
         return {-2, count, 0, 0}
       else
         @LIVE@
         if not pttl then
+          @SEALED_REFUSAL@
           return {-1, 0, 0, 0} -- its lease ended: it is no longer held
         end
       end
@@ -234,17 +240,19 @@ final class LockScripts {
         return -2
       end
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return -1
-      end
       local expected = tonumber(ARGV[3])
-      if count == expected - 1 then
+      if count == 0 or (count ~= expected and count ~= expected - 1) then
+        -- Refused. Sealed, it is recorded, so that a late copy of an earlier send can never
+        -- release a hold the caller takes afterwards.
+        if ARGV[7] == '1' then
+          redis.call('set', KEYS[2], 'x:' .. count, 'px', ARGV[5])
+        end
+        return count == 0 and -1 or -2
+      elseif count == expected - 1 then
         if ARGV[7] == '1' then
           redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
         end
         return count
-      elseif count ~= expected then
-        return -2
       end
       """;
 
@@ -275,7 +283,10 @@ final class LockScripts {
   /** An acquire script: the kind's helpers, then {@link #ACQUIRE_FLOW} with its slots filled. */
   private static LockScript acquireScript(String name, String helpers, String live,
       String refused, String take, String reenter) {
-    return new LockScript(name, ACQUIRE_FLOW.replace("@HELPERS@", helpers)
+    return new LockScript(name, ACQUIRE_FLOW.replace("@SEALED_REFUSAL@", """
+        if ARGV[4] == '1' then
+          redis.call('set', KEYS[2], 'x:' .. count, 'px', ARGV[5])
+        end""").replace("@HELPERS@", helpers)
         .replace("@LIVE@", live).replace("@REFUSED@", refused).replace("@TAKE@", take)
         .replace("@REENTER@", reenter));
   }
@@ -289,6 +300,21 @@ final class LockScripts {
   private static LockScript resolveScript(String name, String helpers, String body) {
     return new LockScript(name, helpers + RESOLVE_PROLOGUE + body);
   }
+
+  /**
+   * How every keep script ({@link #KEEP}, {@link #RW_WRITE_KEEP}, {@link #RW_READ_KEEP}) starts:
+   * its request's marker ({@code KEYS[2]}) decides before anything else. {@code d:} — this
+   * request ran already: answer 1 and apply nothing; {@code x:} — it was settled
+   * ({@link #RESOLVE}): refuse with -3.
+   */
+  private static final String KEEP_MARKER = """
+      local marker = redis.call('get', KEYS[2])
+      if marker then
+        if string.sub(marker, 1, 1) == 'd' then
+          return 1
+        end
+        return -3
+      end""";
 
   /**
    * Acquire or re-enter.
@@ -496,26 +522,37 @@ final class LockScripts {
    *
    * <pre>
    * KEYS[1] lock key
+   * KEYS[2] marker key of this request (same slot as the key)
    * ARGV[1] hash field of the caller
    * ARGV[2] how much longer the lock stays, in ms
-   * returns 1 if the caller held it (it now expires then), 0 if it did not
+   * ARGV[3] the hold count the caller believes it has (1: a keep always ends the hold)
+   * ARGV[4] how long the marker lives, in ms
+   * returns 1  the caller held it: it now expires then (or this request had done so already)
+   *         0  the caller does not hold it: nothing changed
+   *         -2 the caller's count is not what it believes: nothing changed
+   *         -3 this request was settled ({@link #RESOLVE}) before it arrived: nothing changed
    * </pre>
    *
-   * A copy applied twice finds the renamed field and answers 1 without extending anything.
+   * Like a final release, a keep always leaves its marker, {@code d:0} (the caller's field has
+   * count 0 now): a re-sent or delayed copy finding it answers 1 without applying, so it can
+   * never rename or extend a later hold of the same thread; whether that later hold exists does
+   * not matter, since the keep's answer grants nothing. A copy finding {@code x:} is refused.
+   * The marker is checked before the count, the count before anything is written.
    */
   static final LockScript KEEP = new LockScript("keep", """
-      local kept = ARGV[1] .. ':kept'
-      if redis.call('hexists', KEYS[1], kept) == 1 then
-        return 1
+      %s
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return 0
+      elseif count ~= tonumber(ARGV[3]) then
+        return -2
       end
-      if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-        redis.call('hdel', KEYS[1], ARGV[1])
-        redis.call('hset', KEYS[1], kept, 1)
-        redis.call('pexpire', KEYS[1], ARGV[2])
-        return 1
-      end
-      return 0
-      """);
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
+      redis.call('hdel', KEYS[1], ARGV[1])
+      redis.call('hset', KEYS[1], ARGV[1] .. ':kept', count)
+      redis.call('pexpire', KEYS[1], ARGV[2])
+      return 1
+      """.formatted(KEEP_MARKER));
 
   /**
    * Delete the lock whoever holds it.
@@ -915,26 +952,28 @@ final class LockScripts {
       """);
 
   /**
-   * {@link #KEEP} of the write side ({@code KEYS[2]} the timeout key prefix): the hash expires
-   * after that long, or when the caller's own read sections end if later.
+   * {@link #KEEP} of the write side, same KEYS, ARGV and replies, plus {@code KEYS[3]} the
+   * timeout key prefix: the hash expires after that long, or when the caller's own read sections
+   * end if later.
    */
   static final LockScript RW_WRITE_KEEP = new LockScript("rw-write-keep", RW_HELPERS + """
+      %s
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      if count == 0 then
+        return 0
+      elseif count ~= tonumber(ARGV[3]) then
+        return -2
+      end
       -- Renamed to a writer field no thread has (still ending ':write'), so that the kept lock
       -- excludes the writer's own thread as well.
       local kept = string.sub(ARGV[1], 1, -7) .. ':kept:write'
-      if redis.call('hexists', KEYS[1], kept) == 1 then
-        return 1
-      end
-      local count = redis.call('hget', KEYS[1], ARGV[1])
-      if not count then
-        return 0
-      end
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
       redis.call('hdel', KEYS[1], ARGV[1])
       redis.call('hset', KEYS[1], kept, count)
-      local live, longest = readers(KEYS[1], KEYS[2], '')
+      local live, longest = readers(KEYS[1], KEYS[3], '')
       redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
       return 1
-      """);
+      """.formatted(KEEP_MARKER));
 
   /**
    * {@link #ACQUIRE} of the read side (ARGV[2] is {@code <clientId>:<threadId>}), plus
@@ -1088,25 +1127,31 @@ final class LockScripts {
       """);
 
   /**
-   * {@link #KEEP} of the read side ({@code KEYS[2]} the timeout key prefix): the caller's timeout
-   * keys expire after that long; in read mode the hash then expires with the longest live reader.
+   * {@link #KEEP} of the read side, same KEYS, ARGV and replies, plus {@code KEYS[3]} the timeout
+   * key prefix: the caller's timeout keys expire after that long; in read mode the hash then
+   * expires with the longest live reader. The field keeps its name (a reader excludes only
+   * writers), so the marker alone tells a copy of this keep from a later read hold.
    */
   static final LockScript RW_READ_KEEP = new LockScript("rw-read-keep", RW_HELPERS + """
+      %s
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 or reader_ttl(KEYS[2], ARGV[1], count) == -2 then
+      if count == 0 or reader_ttl(KEYS[3], ARGV[1], count) == -2 then
         return 0
+      elseif count ~= tonumber(ARGV[3]) then
+        return -2
       end
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
       for n = 1, count do
-        redis.call('set', timeout_key(KEYS[2], ARGV[1], n), 1, 'px', ARGV[2])
+        redis.call('set', timeout_key(KEYS[3], ARGV[1], n), 1, 'px', ARGV[2])
       end
-      local live, longest, dead = readers(KEYS[1], KEYS[2], '')
+      local live, longest, dead = readers(KEYS[1], KEYS[3], '')
       drop_fields(KEYS[1], dead)
       if longest > 0 and (redis.call('hget', KEYS[1], 'mode') == 'read'
           or redis.call('pttl', KEYS[1]) < longest) then
         redis.call('pexpire', KEYS[1], longest)
       end
       return 1
-      """);
+      """.formatted(KEEP_MARKER));
 
   // ---- local handoff (exclusive lock) ----
 
@@ -1125,6 +1170,8 @@ final class LockScripts {
    * ARGV[3] the waiter's lease in ms
    * ARGV[4] how long the markers live, in ms
    * returns {1, pttl}    handed over: the waiter holds the lock with count 1, expiring in pttl
+   *         {0, 0}       handed over by an earlier copy, but the waiter's hold has ended since:
+   *                      the releaser's hold is over, the waiter holds nothing
    *         {-1, 0}      the releaser does not hold the lock: nothing changed
    *         {-2, count}  the releaser's count is not 1: nothing changed
    *         {-3, 0}      one of the requests was settled or answered otherwise: nothing changed
@@ -1134,14 +1181,21 @@ final class LockScripts {
    * request ("done, the hold ended"), {@code d:1} a re-sent acquisition of the waiter's request
    * ("granted"), and a copy of this call arriving after either was settled or answered by
    * {@link #RESOLVE}, {@link #RELEASE} or {@link #ACQUIRE} changes nothing. A copy finding the
-   * pair this call writes is its own replay and answers as the call did.
+   * pair this call writes is its own replay: it answers as the call did only while the waiter
+   * still holds count 1, else {@code {0, 0}}.
    */
   static final LockScript TRANSFER = new LockScript("transfer", """
       local released = redis.call('get', KEYS[2])
       local granted = redis.call('get', KEYS[3])
       if released or granted then
         if released == 'd:0' and granted == 'd:1' then
-          return {1, redis.call('pttl', KEYS[1])}
+          -- Its own replay. The grant counts only while it is still true: the waiter's field
+          -- has the count 1 it was given (its lease may have ended, and the lock gone to
+          -- someone else, since the first run).
+          if redis.call('hget', KEYS[1], ARGV[2]) == '1' then
+            return {1, redis.call('pttl', KEYS[1])}
+          end
+          return {0, 0}
         end
         return {-3, 0}
       end

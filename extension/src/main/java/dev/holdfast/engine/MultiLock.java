@@ -103,7 +103,8 @@ final class MultiLock extends CompositeLock {
         if (releaseFailure != null) {
           throw new LockException("Multi-lock " + getName() + " gave up its members after '"
               + order.get(busy).getName() + "' stayed busy, but could not release them all; "
-              + "those not released expire with their lease: " + releaseFailure.getMessage(),
+              + "those whose release got no answer are released in the background, and expire "
+              + "with their lease at the latest: " + releaseFailure.getMessage(),
               releaseFailure);
         }
         if (waitNanos != NONE && System.nanoTime() - start >= waitNanos) {
@@ -129,7 +130,9 @@ final class MultiLock extends CompositeLock {
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
    * @throws LockException if some release failed otherwise (Redis unreachable); every member's
-   *     exception is suppressed or the cause
+   *     exception is suppressed or the cause. A member whose last release got no answer is no
+   *     longer held by this thread either: it is released in the background, and expires with
+   *     its lease at the latest (see {@link DistributedLock#unlock()})
    */
   @Override
   public void unlock() {

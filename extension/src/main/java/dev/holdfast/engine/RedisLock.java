@@ -23,8 +23,19 @@ import redis.clients.jedis.exceptions.JedisException;
  * the same request (sealed, so no copy can apply twice) while it may keep trying, and otherwise
  * settles it with {@link LockScripts#RESOLVE} — undone if it ran — before it returns; if even that
  * cannot reach Redis, a re-entry's hold is declared lost and the settling goes on in the
- * background. An unlock that gets no answer is re-sent by the next unlock of that hold, and
- * settled first by a re-entry. Nothing uncertain is ever left for the watchdog to renew.
+ * background. An inner unlock that gets no answer is re-sent by the next unlock of that hold,
+ * and settled first by a re-entry.
+ *
+ * <p><b>How a hold ends in doubt.</b> From the moment the call that ends a hold is sent — the
+ * final unlock, a handoff to a waiting thread ({@link LockScripts#TRANSFER}) or a keep
+ * ({@link #unlockAfter}) — the hold is never renewed again. If that call gets no answer, the
+ * hold is over for its thread ({@code unlock()} throws a {@link LockException} saying so, and
+ * the thread holds nothing) and the call is settled in the background under its own request:
+ * a release or handoff is completed (the thread's field removed if still there), a keep is
+ * sealed (kept if it ran, else left to expire). Either way the lock is free at the latest when
+ * the hold's lease ends, even if the thread lives on and never calls again. Calling
+ * {@code unlock()} again settles it at once and succeeds; acquiring the lock again settles it
+ * first. Nothing uncertain is ever left for the watchdog to renew.
  */
 final class RedisLock implements FencedLock {
   private static final System.Logger LOG = System.getLogger(RedisLock.class.getName());
@@ -483,7 +494,13 @@ final class RedisLock implements FencedLock {
       checkOpen();
       Hold hold = engine.holds().get(id);
       long now = System.nanoTime();
-      if (hold != null && !hold.active()) {
+      if (hold != null && hold.endedInDoubt()) {
+        // Its final call got no answer: settled before the thread takes the lock again, so
+        // that no copy of it can end the new hold.
+        engine.settleNow(hold);
+        engine.forgetEnded(hold);
+        hold = null;
+      } else if (hold != null && !hold.active()) {
         if (hold.count() > 0) {
           throw lostBeforeReentry(hold);
         }
@@ -719,6 +736,12 @@ final class RedisLock implements FencedLock {
     checkOpen();
     Hold.Id id = new Hold.Id(names.holdKey(), Thread.currentThread().getId());
     Hold hold = engine.holds().get(id);
+    if (hold != null && hold.endedInDoubt()) {
+      // The retry of an unlock whose final call got no answer: settle it now, then it is done.
+      engine.settleNow(hold);
+      engine.forgetEnded(hold);
+      return;
+    }
     if (hold == null || hold.count() == 0) {
       throw new IllegalMonitorStateException("Lock '" + names.name() + "' is not held by "
           + thread());
@@ -740,6 +763,10 @@ final class RedisLock implements FencedLock {
     long sentAt = resend ? pending.sentAt() : now;
     WaitEntry budgetOver = null;
     WaitEntry entry = null;
+    long leaseLeft = hold.leaseLeftMillis(now, engine.watchdogMillis());
+    if (expected == 1) {
+      hold.ending(true); // whatever comes of it, the hold is never renewed again
+    }
     if (expected == 1 && pending == null && handsOff() && hold.token() == 0) {
       entry = engine.subscriptions().peek(names);
       if (entry != null) {
@@ -748,7 +775,7 @@ final class RedisLock implements FencedLock {
         } else {
           WaitEntry.Waiter waiter = entry.claimCandidate();
           if (waiter != null) {
-            handOff(hold, waiter, entry);
+            handOff(hold, waiter, entry, leaseLeft);
             return;
           }
         }
@@ -772,8 +799,21 @@ final class RedisLock implements FencedLock {
         unconfirmed("unlock()", replicated);
       }
     } catch (RedisUnavailableException e) {
-      if (e.mayHaveRun()) { // else nothing ran (redirected, TRYAGAIN): the hold stands as it was
-        hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      if (!e.mayHaveRun()) { // redirected or TRYAGAIN to the end: the hold stands as it was
+        if (expected == 1) {
+          hold.ending(false);
+        }
+        throw e;
+      }
+      if (expected == 1) {
+        engine.endInDoubt(hold, requestId, "abandon", leaseLeft);
+        throw inDoubt("unlock()", "the release completes", leaseLeft, e);
+      }
+      hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      throw e;
+    } catch (RuntimeException e) {
+      if (expected == 1) {
+        hold.ending(false); // answered with an error: nothing changed, the hold goes on
       }
       throw e;
     } finally {
@@ -843,7 +883,7 @@ final class RedisLock implements FencedLock {
    * are required), declined (nothing changed), or uncertain, which it settles as its own
    * unanswered acquisition under the request made for it.
    */
-  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry) {
+  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry, long leaseLeft) {
     String releaseId = engine.nextRequestId();
     String grantId = engine.nextRequestId();
     long ttl = engine.watchdogMillis(); // as a final release records it when unanswered
@@ -864,7 +904,10 @@ final class RedisLock implements FencedLock {
       List<?> reply = (List<?>) replicated.reply();
       status = number(reply.get(0));
       value = number(reply.get(1));
-      if (status == 1) {
+      if (status == 0) {
+        hold.ended(); // an earlier copy handed it over; the waiter's hold has ended since
+        outcome = WaitEntry.Waiter.DECLINED;
+      } else if (status == 1) {
         hold.ended();
         if (replicated.confirmed()) {
           entry.handedLocally(true);
@@ -879,11 +922,17 @@ final class RedisLock implements FencedLock {
         outcome = WaitEntry.Waiter.DECLINED;
       }
     } catch (RedisUnavailableException e) {
-      if (e.mayHaveRun()) {
-        hold.pendingRelease(new Hold.Pending(releaseId, 1, ttl, sentAt));
-      } else {
+      if (!e.mayHaveRun()) {
         outcome = WaitEntry.Waiter.DECLINED; // nothing ran: neither side changed
+        hold.ending(false);
+        throw e;
       }
+      // The waiter settles its side as its own unanswered acquisition (see finally).
+      engine.endInDoubt(hold, releaseId, "abandon", leaseLeft);
+      throw inDoubt("unlock() handing the lock to another thread", "the release completes",
+          leaseLeft, e);
+    } catch (RuntimeException e) {
+      hold.ending(false); // answered with an error: nothing changed, the hold goes on
       throw e;
     } finally {
       hold.endCall();
@@ -893,16 +942,29 @@ final class RedisLock implements FencedLock {
       waiter.outcome(outcome, grant);
     }
     if (status == -3) {
-      // Unreachable with fresh request ids; if it happens, the next unlock settles it.
-      hold.pendingRelease(new Hold.Pending(releaseId, 1, ttl, sentAt));
+      // Unreachable with fresh request ids; if it happens, settle it as a handoff in doubt.
+      engine.endInDoubt(hold, releaseId, "abandon", leaseLeft);
       throw new LockException("Lock '" + names.name() + "': the handoff to another thread "
-          + "found its requests settled already; unlock() again to settle it");
+          + "found its requests settled already; the release completes in the background");
     }
     if (status == 1) {
       engine.handedOff();
       entry.handedOff(sentAt);
     }
-    released(hold, 1, status == 1 ? 0 : status, sentAt, ttl);
+    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl);
+  }
+
+  /**
+   * The exception of a call that would have ended the hold and got no answer; the hold was
+   * handed to {@link LockEngine#endInDoubt}.
+   */
+  private LockException inDoubt(String call, String completion, long leaseLeft,
+      RedisUnavailableException cause) {
+    return new RedisUnavailableException(call + " of lock '" + names.name() + "' by "
+        + thread() + " got no answer from Redis, so whether it ran is unknown. The hold is "
+        + "over for this thread and no longer renewed; " + completion + " in the background "
+        + "as soon as Redis answers, and the lock expires within " + leaseLeft + "ms at the "
+        + "latest (calling unlock() again settles it now). Cause: " + cause.getMessage(), cause);
   }
 
   /**
@@ -919,21 +981,48 @@ final class RedisLock implements FencedLock {
       return;
     }
     long keep = Math.min(remainingMillis, MAX_LEASE_MILLIS);
+    long leaseLeft = hold.leaseLeftMillis(System.nanoTime(), engine.watchdogMillis());
+    String requestId = engine.nextRequestId();
     long kept;
+    hold.ending(true); // whatever comes of it, the hold is never renewed again
     hold.beginCall();
     try {
       RedisTopology.Replicated replicated = engine.topology().evalReplicated(names.kind().keep(),
-          keys(names.key()), sealed -> args(hold.field, hold.field, Long.toString(keep)), false);
+          keys(names.key(), names.markerPrefix() + requestId),
+          sealed -> args(hold.field, hold.field, Long.toString(keep), "1",
+              Long.toString(engine.markerMillis(true))), false);
       kept = number(replicated.reply());
       if (!replicated.confirmed()) {
         unconfirmed("unlock() keeping the lock " + keep + "ms", replicated);
       }
+    } catch (RedisUnavailableException e) {
+      // Sealed, not undone: kept as asked if it ran, else the field expires with its lease.
+      engine.endInDoubt(hold, requestId, "release", Math.max(leaseLeft, keep));
+      throw inDoubt("unlock() keeping the lock " + keep + "ms", "the keep is settled",
+          Math.max(leaseLeft, keep), e);
+    } catch (RuntimeException e) {
+      hold.ending(false); // answered with an error: nothing changed, the hold goes on
+      throw e;
     } finally {
       hold.endCall();
     }
     if (kept == 1) {
       engine.forget(hold);
       return;
+    }
+    if (kept == -3) {
+      // Unreachable with a fresh request id; if it happens, settle it as a keep in doubt.
+      engine.endInDoubt(hold, requestId, "release", Math.max(leaseLeft, keep));
+      throw new LockException("Lock '" + names.name() + "': keeping the lock found its request "
+          + "settled already; it is settled in the background");
+    }
+    if (kept == -2) {
+      if (engine.lose(hold, LossCause.COUNT_MISMATCH, "Redis has another hold count for this "
+          + "thread than the 1 the client expected")) {
+        engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), 1, "abandon",
+            engine.giveUpAfter(engine.watchdogMillis())));
+      }
+      throw closeLost(hold);
     }
     engine.lose(hold, LossCause.GONE, "unlock() found the lock no longer held by this thread: "
         + "it expired, was force-unlocked, or was lost in a Redis restart or failover");

@@ -1106,13 +1106,15 @@ class ScriptPropertyTest {
 
     /**
      * KEEP ({@code holdAtLeast}) of hold {@code h}: the one place that knows KEEP's KEYS and
-     * ARGV. Today KEEP takes no request id, expected count or seal; they are passed so that a
-     * marked KEEP needs a change here only.
+     * ARGV (lock key, request marker; field, how long, expected count, marker life). KEEP always
+     * records its outcome, so {@code sealed} changes nothing in the call.
      */
     Call keepCall(Holder h, String id, int expected, boolean sealed) {
       LockNames n = h.names;
       return new Call(h + " keep [" + id + (sealed ? " sealed" : "") + "]", h.kind.keep(),
-          keys(n, n.key()), withFairArgs(h.kind, List.of(h.field, Long.toString(LEASE)), null),
+          keys(n, n.key(), n.markerPrefix() + id), withFairArgs(h.kind, List.of(h.field,
+              Long.toString(LEASE), Integer.toString(expected), Long.toString(MARKER_MILLIS)),
+              null),
           List.of(id), h.lock, h);
     }
 
