@@ -142,6 +142,85 @@ class KindsAttackTest {
     assertThrows(IllegalMonitorStateException.class, rw.readLock()::unlock);
   }
 
+  /** A client behind {@code proxy} whose read-write scripts Redis already knows. */
+  private LockClient proxied(BlackHoleProxy proxy) {
+    LockClient client = clients.create(Map.of("holdfast.redis.address", proxy.uri(),
+        "holdfast.redis.timeout", "200ms", "holdfast.watchdog-timeout", "10s"));
+    DistributedReadWriteLock warmUp = client.getReadWriteLock("warm-up");
+    warmUp.writeLock().lock();
+    warmUp.readLock().lock();
+    warmUp.readLock().unlock();
+    warmUp.writeLock().unlock();
+    return client;
+  }
+
+  /**
+   * A read acquisition whose reply was lost and whose undo could not reach Redis leaves no read
+   * hold (count 0), so the guard lets the write attempt through; the thread's own orphaned read
+   * field holds it off until the background undo removes it, well before its 10s lease.
+   */
+  @Test
+  void uncertainReadAcquisition_thenWrite_waitsOnlyForTheBackgroundUndo() throws Exception {
+    try (BlackHoleProxy proxy = new BlackHoleProxy(redis.server().port())) {
+      LockClient client = proxied(proxy);
+      DistributedReadWriteLock rw = client.getReadWriteLock("rw-doubt");
+      String readField = client.getClientId() + ":" + Thread.currentThread().getId();
+      proxy.runNextScriptThenBlackHole();
+      try {
+        assertThrows(dev.holdfast.LockException.class, rw.readLock()::tryLock);
+        try (Jedis jedis = admin()) {
+          assertEquals("1", jedis.hget("rw-doubt", readField), "the read ran (setup)");
+        }
+      } finally {
+        proxy.blackHole(false);
+      }
+      assertFalse(rw.readLock().isHeldByCurrentThread());
+      long start = System.nanoTime();
+      assertTrue(rw.writeLock().tryLock(8, TimeUnit.SECONDS), "no upgrade refusal, no hang");
+      long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      try (Jedis jedis = admin()) {
+        assertFalse(jedis.hexists("rw-doubt", readField), "the orphaned read is gone");
+        assertEquals("write", jedis.hget("rw-doubt", "mode"));
+      }
+      assertTrue(waited < 6_000, "granted after the undo, not the 10s lease: " + waited + "ms");
+      rw.writeLock().unlock();
+      assertThrows(IllegalMonitorStateException.class, rw.readLock()::unlock,
+          "no read section was ever opened");
+    }
+  }
+
+  /**
+   * A final read unlock whose reply was lost leaves its section open (the next unlock settles
+   * it): the thread still holds the read lock for the guard, so a no-wait write attempt answers
+   * false and a waiting one throws, without touching Redis; once the unlock is settled, the
+   * write lock is free for it.
+   */
+  @Test
+  void readUnlockInDoubt_thenWrite_refusedUntilTheUnlockIsSettled() throws Exception {
+    try (BlackHoleProxy proxy = new BlackHoleProxy(redis.server().port())) {
+      LockClient client = proxied(proxy);
+      LossRecorder losses = LossRecorder.on(client);
+      DistributedReadWriteLock rw = client.getReadWriteLock("rw-doubt");
+      rw.readLock().lock();
+      proxy.dropScriptReplies(true);
+      try {
+        assertThrows(dev.holdfast.LockException.class, rw.readLock()::unlock);
+      } finally {
+        proxy.dropScriptReplies(false);
+      }
+      try (Jedis jedis = admin()) {
+        assertFalse(jedis.exists("rw-doubt"), "the release ran (setup)");
+      }
+      assertFalse(rw.writeLock().tryLock(), "the read section is still open here");
+      assertThrows(IllegalStateException.class, () -> rw.writeLock().lock());
+      rw.readLock().unlock(); // settles: it ran
+      assertFalse(rw.readLock().isHeldByCurrentThread());
+      assertTrue(rw.writeLock().tryLock());
+      rw.writeLock().unlock();
+      assertEquals(0, losses.count(), "nothing was lost: " + losses);
+    }
+  }
+
   // ---- hole 9: no-wait write attempts of a reader, through composite locks ----
 
   /**
