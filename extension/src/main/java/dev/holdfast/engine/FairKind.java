@@ -78,6 +78,11 @@ final class FairKind extends LockKind {
     return LockScripts.FAIR_FORCE_RELEASE;
   }
 
+  @Override
+  LockScript keep() {
+    return LockScripts.FAIR_KEEP;
+  }
+
   /** {@code queue, timeouts}. */
   @Override
   List<String> extraKeys(LockNames names) {

@@ -302,19 +302,45 @@ final class LockScripts {
   }
 
   /**
-   * How every keep script ({@link #KEEP}, {@link #RW_WRITE_KEEP}, {@link #RW_READ_KEEP}) starts:
-   * its request's marker ({@code KEYS[2]}) decides before anything else. {@code d:} — this
-   * request ran already: answer 1 and apply nothing; {@code x:} — it was settled
-   * ({@link #RESOLVE}): refuse with -3.
+   * How every keep script ({@link #KEEP}, {@link #RW_WRITE_KEEP}, {@link #RW_READ_KEEP}) starts,
+   * {@code @LIVE@} being the kind's test that the caller's {@code count} sections still stand:
+   * {@link #MARKER} decides before anything else — {@code d:}, this request ran already: answer
+   * 1 and apply nothing; {@code x:}, it was settled ({@link #RESOLVE}) or refused: -3. Then the
+   * count: a keep that is refused (0: not held, -2: another count) records {@code x:<count>}, and
+   * one that applies records {@code d:0}, before the kind's body changes anything. A keep always
+   * leaves its marker, so no copy of it can apply after another copy was answered. The kind's
+   * {@code @WAKE@} comes before any write that applies: it publishes, which an ACL may refuse.
    */
-  private static final String KEEP_MARKER = """
-      local marker = redis.call('get', KEYS[2])
-      if marker then
-        if string.sub(marker, 1, 1) == 'd' then
-          return 1
-        end
+  private static final String KEEP_PROLOGUE = MARKER + """
+      if letter == 'd' then
+        return 1
+      elseif letter then
         return -3
-      end""";
+      end
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+      local refusal
+      if count == 0 or not (@LIVE@) then
+        refusal = 0
+      elseif count ~= tonumber(ARGV[3]) then
+        refusal = -2
+      end
+      if refusal then
+        redis.call('set', KEYS[2], 'x:' .. count, 'px', ARGV[4])
+        return refusal
+      end
+      @WAKE@
+      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
+      """;
+
+  /**
+   * A keep script: the kind's helpers, {@link #KEEP_PROLOGUE} with its test and its wake-up of
+   * waiters (when the keep makes the lock expire sooner than they were told), the kind's body.
+   */
+  private static LockScript keepScript(String name, String helpers, String live, String wake,
+      String body) {
+    return new LockScript(name, helpers + KEEP_PROLOGUE.replace("@LIVE@", live)
+        .replace("@WAKE@", wake) + body);
+  }
 
   /**
    * Acquire or re-enter.
@@ -527,6 +553,8 @@ final class LockScripts {
    * ARGV[2] how much longer the lock stays, in ms
    * ARGV[3] the hold count the caller believes it has (1: a keep always ends the hold)
    * ARGV[4] how long the marker lives, in ms
+   * ARGV[5] 'publish' or 'spublish', ARGV[6] unlock channel: when the keep makes the lock expire
+   *         sooner than it would have, its waiters are woken to learn the new expiry
    * returns 1  the caller held it: it now expires then (or this request had done so already)
    *         0  the caller does not hold it: nothing changed
    *         -2 the caller's count is not what it believes: nothing changed
@@ -539,20 +567,31 @@ final class LockScripts {
    * not matter, since the keep's answer grants nothing. A copy finding {@code x:} is refused.
    * The marker is checked before the count, the count before anything is written.
    */
-  static final LockScript KEEP = new LockScript("keep", """
-      %s
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return 0
-      elseif count ~= tonumber(ARGV[3]) then
-        return -2
-      end
-      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
+  static final LockScript KEEP = keepScript("keep", "", "true", """
+      if redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
+        redis.call(ARGV[5], ARGV[6], '0')
+      end""", """
       redis.call('hdel', KEYS[1], ARGV[1])
       redis.call('hset', KEYS[1], ARGV[1] .. ':kept', count)
       redis.call('pexpire', KEYS[1], ARGV[2])
       return 1
-      """.formatted(KEEP_MARKER));
+      """);
+
+  /**
+   * {@link #KEEP} for the fair lock (KEYS[3] queue, KEYS[4] scores, after KEEP's KEYS and ARGV
+   * the fair extras): a keep that makes the lock expire sooner wakes the head waiter on its own
+   * channel, which parks by the holder's remaining lease.
+   */
+  static final LockScript FAIR_KEEP = keepScript("fair-keep", FAIR_COMMON, "true", """
+      if redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
+        purge(KEYS[3], KEYS[4])
+        wakeHead(KEYS[3], ARGV[5], ARGV[6])
+      end""", """
+      redis.call('hdel', KEYS[1], ARGV[1])
+      redis.call('hset', KEYS[1], ARGV[1] .. ':kept', count)
+      redis.call('pexpire', KEYS[1], ARGV[2])
+      return 1
+      """);
 
   /**
    * Delete the lock whoever holds it.
@@ -956,24 +995,20 @@ final class LockScripts {
    * timeout key prefix: the hash expires after that long, or when the caller's own read sections
    * end if later.
    */
-  static final LockScript RW_WRITE_KEEP = new LockScript("rw-write-keep", RW_HELPERS + """
-      %s
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return 0
-      elseif count ~= tonumber(ARGV[3]) then
-        return -2
-      end
+  static final LockScript RW_WRITE_KEEP = keepScript("rw-write-keep", RW_HELPERS, "true", """
+      local live, longest = readers(KEYS[1], KEYS[3], '')
+      local expiry = math.max(tonumber(ARGV[2]), longest)
+      if redis.call('pttl', KEYS[1]) > expiry then
+        redis.call(ARGV[5], ARGV[6], '1')
+      end""", """
       -- Renamed to a writer field no thread has (still ending ':write'), so that the kept lock
       -- excludes the writer's own thread as well.
       local kept = string.sub(ARGV[1], 1, -7) .. ':kept:write'
-      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
       redis.call('hdel', KEYS[1], ARGV[1])
       redis.call('hset', KEYS[1], kept, count)
-      local live, longest = readers(KEYS[1], KEYS[3], '')
-      redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
+      redis.call('pexpire', KEYS[1], expiry)
       return 1
-      """.formatted(KEEP_MARKER));
+      """);
 
   /**
    * {@link #ACQUIRE} of the read side (ARGV[2] is {@code <clientId>:<threadId>}), plus
@@ -1132,15 +1167,8 @@ final class LockScripts {
    * expires with the longest live reader. The field keeps its name (a reader excludes only
    * writers), so the marker alone tells a copy of this keep from a later read hold.
    */
-  static final LockScript RW_READ_KEEP = new LockScript("rw-read-keep", RW_HELPERS + """
-      %s
-      local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 or reader_ttl(KEYS[3], ARGV[1], count) == -2 then
-        return 0
-      elseif count ~= tonumber(ARGV[3]) then
-        return -2
-      end
-      redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
+  static final LockScript RW_READ_KEEP = keepScript("rw-read-keep", RW_HELPERS,
+      "reader_ttl(KEYS[3], ARGV[1], count) ~= -2", "", """
       for n = 1, count do
         redis.call('set', timeout_key(KEYS[3], ARGV[1], n), 1, 'px', ARGV[2])
       end
@@ -1151,7 +1179,7 @@ final class LockScripts {
         redis.call('pexpire', KEYS[1], longest)
       end
       return 1
-      """.formatted(KEEP_MARKER));
+      """);
 
   // ---- local handoff (exclusive lock) ----
 

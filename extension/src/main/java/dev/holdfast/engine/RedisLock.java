@@ -990,7 +990,8 @@ final class RedisLock implements FencedLock {
       RedisTopology.Replicated replicated = engine.topology().evalReplicated(names.kind().keep(),
           keys(names.key(), names.markerPrefix() + requestId),
           sealed -> args(hold.field, hold.field, Long.toString(keep), "1",
-              Long.toString(engine.markerMillis(true))), false);
+              Long.toString(engine.markerMillis(true)), engine.topology().publishCommand(),
+              names.channel()), false);
       kept = number(replicated.reply());
       if (!replicated.confirmed()) {
         unconfirmed("unlock() keeping the lock " + keep + "ms", replicated);

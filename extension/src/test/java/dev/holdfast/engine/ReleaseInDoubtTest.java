@@ -425,20 +425,20 @@ class ReleaseInDoubtTest {
     String marker = "holdfast_unlock_marker:{kept}:";
     redis.server().withAdmin(j -> j.hset("kept", "c:1", "2"));
     assertEquals(-2L, topology.eval(LockScripts.KEEP, List.of("kept", marker + "k-1"),
-        List.of("c:1", "5000", "1", "60000")), "count 2 where the caller believes 1");
+        List.of("c:1", "5000", "1", "60000", "publish", "redisson_lock__channel:{kept}")), "count 2 where the caller believes 1");
     assertEquals("2", redisState.hget("kept", "c:1"));
     redis.server().withAdmin(j -> j.hset("kept", "c:1", "1"));
     redis.server().withAdmin(j -> j.set(marker + "k-2", "x:1"));
     assertEquals(-3L, topology.eval(LockScripts.KEEP, List.of("kept", marker + "k-2"),
-        List.of("c:1", "5000", "1", "60000")), "a settled keep is refused");
+        List.of("c:1", "5000", "1", "60000", "publish", "redisson_lock__channel:{kept}")), "a settled keep is refused");
     assertEquals("1", redisState.hget("kept", "c:1"));
     assertEquals(1L, topology.eval(LockScripts.KEEP, List.of("kept", marker + "k-3"),
-        List.of("c:1", "5000", "1", "60000")));
+        List.of("c:1", "5000", "1", "60000", "publish", "redisson_lock__channel:{kept}")));
     assertEquals("1", redisState.hget("kept", "c:1:kept"));
     redis.server().withAdmin(j -> j.del("kept"));
     redis.server().withAdmin(j -> j.hset("kept", "c:1", "1")); // a later hold of the thread
     assertEquals(1L, topology.eval(LockScripts.KEEP, List.of("kept", marker + "k-3"),
-        List.of("c:1", "5000", "1", "60000")), "a copy of a keep that ran answers as it did");
+        List.of("c:1", "5000", "1", "60000", "publish", "redisson_lock__channel:{kept}")), "a copy of a keep that ran answers as it did");
     assertEquals("1", redisState.hget("kept", "c:1"), "and leaves the later hold alone");
     assertEquals(-1L, redisState.pttl("kept"));
   }

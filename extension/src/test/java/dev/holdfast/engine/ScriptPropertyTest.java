@@ -1113,7 +1113,8 @@ class ScriptPropertyTest {
       LockNames n = h.names;
       return new Call(h + " keep [" + id + (sealed ? " sealed" : "") + "]", h.kind.keep(),
           keys(n, n.key(), n.markerPrefix() + id), withFairArgs(h.kind, List.of(h.field,
-              Long.toString(LEASE), Integer.toString(expected), Long.toString(MARKER_MILLIS)),
+              Long.toString(LEASE), Integer.toString(expected), Long.toString(MARKER_MILLIS),
+              PUBLISH, n.channel()),
               null),
           List.of(id), h.lock, h);
     }
