@@ -577,21 +577,6 @@ final class LockScripts {
       return 1
       """);
 
-  /**
-   * {@link #KEEP} for the fair lock (KEYS[3] queue, KEYS[4] scores, after KEEP's KEYS and ARGV
-   * the fair extras): a keep that makes the lock expire sooner wakes the head waiter on its own
-   * channel, which parks by the holder's remaining lease.
-   */
-  static final LockScript FAIR_KEEP = keepScript("fair-keep", FAIR_COMMON, "true", """
-      if redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
-        purge(KEYS[3], KEYS[4])
-        wakeHead(KEYS[3], ARGV[5], ARGV[6])
-      end""", """
-      redis.call('hdel', KEYS[1], ARGV[1])
-      redis.call('hset', KEYS[1], ARGV[1] .. ':kept', count)
-      redis.call('pexpire', KEYS[1], ARGV[2])
-      return 1
-      """);
 
   /**
    * Delete the lock whoever holds it.
@@ -785,6 +770,22 @@ final class LockScripts {
         return 1
       end
       return 0
+      """);
+
+  /**
+   * {@link #KEEP} for the fair lock (KEYS[3] queue, KEYS[4] scores, after KEEP's KEYS and ARGV
+   * the fair extras): a keep that makes the lock expire sooner wakes the head waiter on its own
+   * channel, which parks by the holder's remaining lease.
+   */
+  static final LockScript FAIR_KEEP = keepScript("fair-keep", FAIR_COMMON, "true", """
+      if redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
+        purge(KEYS[3], KEYS[4])
+        wakeHead(KEYS[3], ARGV[5], ARGV[6])
+      end""", """
+      redis.call('hdel', KEYS[1], ARGV[1])
+      redis.call('hset', KEYS[1], ARGV[1] .. ':kept', count)
+      redis.call('pexpire', KEYS[1], ARGV[2])
+      return 1
       """);
 
   /**
