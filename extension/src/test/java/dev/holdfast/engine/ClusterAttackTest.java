@@ -390,6 +390,60 @@ class ClusterAttackTest {
     }
   }
 
+  // ---- sync-replicas=auto: the recount ----
+
+  /**
+   * The recount after a short WAIT must not drop a replica that is online but not acknowledging
+   * (frozen, lagging): it still counts, the grant is not confirmed and is rolled back. (A
+   * master with one replica; the cluster above is not needed.)
+   */
+  @Nested
+  @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+  class AutoRecount {
+    private RedisServer master;
+    private RedisServer replica;
+
+    @BeforeAll
+    void start() {
+      master = RedisServer.start();
+      replica = master.startReplica();
+    }
+
+    @AfterAll
+    void stop() {
+      if (replica != null) {
+        replica.resume();
+        replica.close();
+      }
+      if (master != null) {
+        master.close();
+      }
+    }
+
+    @Test
+    void onlineReplicaThatDoesNotAcknowledge_isStillWaitedFor_andTheGrantIsRolledBack() {
+      LockClient client = clients.create(Map.of("holdfast.redis.address", master.uri(),
+          "holdfast.redis.sync-replicas", "auto", "holdfast.redis.sync-timeout", "300ms"));
+      DistributedLock warm = client.getLock("recount-warm");
+      assertTrue(warm.tryLock(), "granted and acknowledged: the count (1) is now known");
+      warm.unlock();
+      DistributedLock lock = client.getLock("recount");
+      replica.pause(); // stays state=online on the master, acknowledges nothing
+      try {
+        // Within the second the count is trusted: WAIT falls short, the recount still sees it.
+        assertFalse(lock.tryLock(), "a grant no replica acknowledged is not granted");
+        assertFalse(new RedisProbe(master).exists(lock.getName()), "and was rolled back");
+        assertFalse(lock.tryLock(), "again, now with the count asked afresh");
+        assertFalse(new RedisProbe(master).exists(lock.getName()), "and rolled back again");
+      } finally {
+        replica.resume();
+      }
+      Await.until(Duration.ofSeconds(10), () -> lock.tryLock(), "granted once it acknowledges");
+      assertTrue(new RedisProbe(replica).exists(lock.getName()), "the replica has the grant");
+      lock.unlock();
+    }
+  }
+
   // ---- Helpers ----
 
   private static int slotOf(String key) {
