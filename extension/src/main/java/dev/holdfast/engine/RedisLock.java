@@ -799,17 +799,15 @@ final class RedisLock implements FencedLock {
         unconfirmed("unlock()", replicated);
       }
     } catch (RedisUnavailableException e) {
-      if (!e.mayHaveRun()) { // redirected or TRYAGAIN to the end: the hold stands as it was
-        if (expected == 1) {
-          hold.ending(false);
-        }
-        throw e;
-      }
       if (expected == 1) {
+        // Ran or not (refused by a migration to the end), the caller asked to end the hold: it
+        // is over for the thread, never renewed, and released in the background.
         engine.endInDoubt(hold, requestId, "abandon", leaseLeft);
         throw inDoubt("unlock()", "the release completes", leaseLeft, e);
       }
-      hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      if (e.mayHaveRun()) { // else nothing ran: the section stays open, as before the call
+        hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+      }
       throw e;
     } catch (RuntimeException e) {
       if (expected == 1) {
@@ -923,11 +921,10 @@ final class RedisLock implements FencedLock {
       }
     } catch (RedisUnavailableException e) {
       if (!e.mayHaveRun()) {
-        outcome = WaitEntry.Waiter.DECLINED; // nothing ran: neither side changed
-        hold.ending(false);
-        throw e;
+        outcome = WaitEntry.Waiter.DECLINED; // nothing ran: the waiter goes on waiting
       }
-      // The waiter settles its side as its own unanswered acquisition (see finally).
+      // The releaser's hold ends either way and is released in the background; an uncertain
+      // waiter settles its side as its own unanswered acquisition (see finally).
       engine.endInDoubt(hold, releaseId, "abandon", leaseLeft);
       throw inDoubt("unlock() handing the lock to another thread", "the release completes",
           leaseLeft, e);
