@@ -76,9 +76,10 @@ final class LockScripts {
 
   /**
    * Reads the marker of this call's request ({@code KEYS[2]}): {@code marker} (nil if the request
-   * left none) and, if there is one, its {@code letter} ({@code 'd'}, {@code 'n'} or
-   * {@code 'x'}), its number {@code recorded} (the count the request left, or the pttl it found)
-   * and {@code given}, the token a fenced grant was given (0 if none). The only place that parses
+   * left none) and, if there is one, its {@code letter} ({@code 'd'} ran, {@code 'n'} found the
+   * lock held, {@code 'r'} was refused, {@code 'x'} was settled), its number {@code recorded}
+   * (the count the request left, the pttl it found, or the refusal's reply) and {@code given}
+   * (the token a fenced grant was given, or the count a refusal found; 0 if none). The only place that parses
    * a marker: a marker without a token parses the same.
    */
   private static final String MARKER = """
@@ -138,15 +139,17 @@ final class LockScripts {
         return {-2, count, 0, 0}
       elseif letter == 'n' then
         return {0, recorded, 0, 0}
+      elseif letter == 'r' then
+        return {recorded, recorded == -2 and given or 0, 0, 0}
       elseif letter then
         return {-3, 0, 0, 0}
       end
       count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-      -- A sealed call that is refused records it (x:<count>), so that a late copy of an earlier
-      -- send can never apply to a hold the caller takes afterwards.
+      -- A sealed call that is refused records it (r:<reply>:<count>), so that a late copy of an
+      -- earlier send can never apply to a hold the caller takes afterwards.
       if expected == 0 then
         if count > 1 then
-          @SEALED_REFUSAL@
+          @REFUSE_COUNT@
           return {-2, count, 0, 0}
         end
         @REFUSED@
@@ -157,15 +160,15 @@ final class LockScripts {
           return {0, pttl, 0, 0}
         end
       elseif count == 0 then
-        @SEALED_REFUSAL@
+        @REFUSE_GONE@
         return {-1, 0, 0, 0}
       elseif count ~= expected and count ~= expected + 1 then
-        @SEALED_REFUSAL@
+        @REFUSE_COUNT@
         return {-2, count, 0, 0}
       else
         @LIVE@
         if not pttl then
-          @SEALED_REFUSAL@
+          @REFUSE_GONE@
           return {-1, 0, 0, 0} -- its lease ended: it is no longer held
         end
       end
@@ -236,18 +239,21 @@ final class LockScripts {
           return -1
         end
         return -2
+      elseif letter == 'r' then
+        return recorded
       elseif letter then
         return -2
       end
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
       local expected = tonumber(ARGV[3])
-      if count == 0 or (count ~= expected and count ~= expected - 1) then
+      if count == 0 then
         -- Refused. Sealed, it is recorded, so that a late copy of an earlier send can never
         -- release a hold the caller takes afterwards.
-        if ARGV[7] == '1' then
-          redis.call('set', KEYS[2], 'x:' .. count, 'px', ARGV[5])
-        end
-        return count == 0 and -1 or -2
+        @REFUSE_GONE@
+        return -1
+      elseif count ~= expected and count ~= expected - 1 then
+        @REFUSE_COUNT@
+        return -2
       elseif count == expected - 1 then
         if ARGV[7] == '1' then
           redis.call('set', KEYS[2], 'd:' .. count, 'px', ARGV[5])
@@ -283,17 +289,28 @@ final class LockScripts {
   /** An acquire script: the kind's helpers, then {@link #ACQUIRE_FLOW} with its slots filled. */
   private static LockScript acquireScript(String name, String helpers, String live,
       String refused, String take, String reenter) {
-    return new LockScript(name, ACQUIRE_FLOW.replace("@SEALED_REFUSAL@", """
-        if ARGV[4] == '1' then
-          redis.call('set', KEYS[2], 'x:' .. count, 'px', ARGV[5])
-        end""").replace("@HELPERS@", helpers)
+    return new LockScript(name, ACQUIRE_FLOW.replace("@REFUSE_GONE@", refusal("ARGV[4]", -1,
+        "ARGV[5]")).replace("@REFUSE_COUNT@", refusal("ARGV[4]", -2, "ARGV[5]"))
+        .replace("@HELPERS@", helpers)
         .replace("@LIVE@", live).replace("@REFUSED@", refused).replace("@TAKE@", take)
         .replace("@REENTER@", reenter));
   }
 
+  /**
+   * Lua that records a refusal ({@code r:<reply>:<count>}) in this request's marker when
+   * {@code sealed} (a Lua expression) is {@code '1'}: its own re-sends are answered the same
+   * refusal, and a late copy of an earlier send applies nothing.
+   */
+  private static String refusal(String sealed, int reply, String markerMillis) {
+    return "if " + sealed + " == '1' then redis.call('set', KEYS[2], 'r:" + reply
+        + ":' .. count, 'px', " + markerMillis + ") end";
+  }
+
   /** A release script: the kind's helpers, the shared prologue, the kind's body. */
   private static LockScript releaseScript(String name, String helpers, String body) {
-    return new LockScript(name, helpers + RELEASE_PROLOGUE + body);
+    return new LockScript(name, helpers + RELEASE_PROLOGUE
+        .replace("@REFUSE_GONE@", refusal("ARGV[7]", -1, "ARGV[5]"))
+        .replace("@REFUSE_COUNT@", refusal("ARGV[7]", -2, "ARGV[5]")) + body);
   }
 
   /** A resolve script: the kind's helpers, the shared prologue, the kind's body. */
@@ -305,15 +322,22 @@ final class LockScripts {
    * How every keep script ({@link #KEEP}, {@link #RW_WRITE_KEEP}, {@link #RW_READ_KEEP}) starts,
    * {@code @LIVE@} being the kind's test that the caller's {@code count} sections still stand:
    * {@link #MARKER} decides before anything else — {@code d:}, this request ran already: answer
-   * 1 and apply nothing; {@code x:}, it was settled ({@link #RESOLVE}) or refused: -3. Then the
-   * count: a keep that is refused (0: not held, -2: another count) records {@code x:<count>}, and
+   * 1 while the lock is still kept ({@code @KEPT@}) and apply nothing; {@code r:}, it was refused:
+   * the same refusal; {@code x:}, it was settled ({@link #RESOLVE}): -3. Then the count: a keep
+   * that is refused (0: not held, -2: another count) records {@code r:<reply>:<count>}, and
    * one that applies records {@code d:0}, before the kind's body changes anything. A keep always
    * leaves its marker, so no copy of it can apply after another copy was answered. The kind's
    * {@code @WAKE@} comes before any write that applies: it publishes, which an ACL may refuse.
    */
   private static final String KEEP_PROLOGUE = MARKER + """
       if letter == 'd' then
-        return 1
+        -- Answered "kept" only while the lock is still kept.
+        if @KEPT@ then
+          return 1
+        end
+        return 0
+      elseif letter == 'r' then
+        return recorded
       elseif letter then
         return -3
       end
@@ -325,21 +349,24 @@ final class LockScripts {
         refusal = -2
       end
       if refusal then
-        redis.call('set', KEYS[2], 'x:' .. count, 'px', ARGV[4])
+        redis.call('set', KEYS[2], 'r:' .. refusal .. ':' .. count, 'px', ARGV[4])
         return refusal
       end
       @WAKE@
       redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
       """;
 
+  /** {@code @KEPT@} of a kind whose keep renames the caller's field {@code <field>:kept}. */
+  private static final String HASH_KEPT = "redis.call('hexists', KEYS[1], ARGV[1] .. ':kept') == 1";
+
   /**
    * A keep script: the kind's helpers, {@link #KEEP_PROLOGUE} with its test and its wake-up of
    * waiters (when the keep makes the lock expire sooner than they were told), the kind's body.
    */
-  private static LockScript keepScript(String name, String helpers, String live, String wake,
-      String body) {
-    return new LockScript(name, helpers + KEEP_PROLOGUE.replace("@LIVE@", live)
-        .replace("@WAKE@", wake) + body);
+  private static LockScript keepScript(String name, String helpers, String kept, String live,
+      String wake, String body) {
+    return new LockScript(name, helpers + KEEP_PROLOGUE.replace("@KEPT@", kept)
+        .replace("@LIVE@", live).replace("@WAKE@", wake) + body);
   }
 
   /**
@@ -567,7 +594,7 @@ final class LockScripts {
    * not matter, since the keep's answer grants nothing. A copy finding {@code x:} is refused.
    * The marker is checked before the count, the count before anything is written.
    */
-  static final LockScript KEEP = keepScript("keep", "", "true", """
+  static final LockScript KEEP = keepScript("keep", "", HASH_KEPT, "true", """
       if redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
         redis.call(ARGV[5], ARGV[6], '0')
       end""", """
@@ -777,7 +804,8 @@ final class LockScripts {
    * the fair extras): a keep that makes the lock expire sooner wakes the head waiter on its own
    * channel, which parks by the holder's remaining lease.
    */
-  static final LockScript FAIR_KEEP = keepScript("fair-keep", FAIR_COMMON, "true", """
+  static final LockScript FAIR_KEEP = keepScript("fair-keep", FAIR_COMMON, HASH_KEPT, "true",
+      """
       if redis.call('pttl', KEYS[1]) > tonumber(ARGV[2]) then
         purge(KEYS[3], KEYS[4])
         wakeHead(KEYS[3], ARGV[5], ARGV[6])
@@ -996,7 +1024,9 @@ final class LockScripts {
    * timeout key prefix: the hash expires after that long, or when the caller's own read sections
    * end if later.
    */
-  static final LockScript RW_WRITE_KEEP = keepScript("rw-write-keep", RW_HELPERS, "true", """
+  static final LockScript RW_WRITE_KEEP = keepScript("rw-write-keep", RW_HELPERS,
+      "redis.call('hexists', KEYS[1], string.sub(ARGV[1], 1, -7) .. ':kept:write') == 1", "true",
+      """
       local live, longest = readers(KEYS[1], KEYS[3], '')
       local expiry = math.max(tonumber(ARGV[2]), longest)
       if redis.call('pttl', KEYS[1]) > expiry then
@@ -1096,6 +1126,9 @@ final class LockScripts {
       end
       if alive then
         redis.call('set', KEYS[2], 'd:0', 'px', ARGV[5])
+      elseif ARGV[7] == '1' then
+        -- A dead reader's release is refused (-1); sealed, recorded like every refusal.
+        redis.call('set', KEYS[2], 'r:-1:' .. count, 'px', ARGV[5])
       end
       drop_keys(prefix, ARGV[1], 1, count)
       if free then
@@ -1169,6 +1202,7 @@ final class LockScripts {
    * writers), so the marker alone tells a copy of this keep from a later read hold.
    */
   static final LockScript RW_READ_KEEP = keepScript("rw-read-keep", RW_HELPERS,
+      "reader_ttl(KEYS[3], ARGV[1], tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')) ~= -2",
       "reader_ttl(KEYS[3], ARGV[1], count) ~= -2", "", """
       for n = 1, count do
         redis.call('set', timeout_key(KEYS[3], ARGV[1], n), 1, 'px', ARGV[2])
@@ -1226,13 +1260,18 @@ final class LockScripts {
           end
           return {0, 0}
         end
+        local reply, found = string.match(released or '', '^r:(%-?%d+):(%d+)')
+        if reply then
+          return {tonumber(reply), tonumber(found)} -- its own refusal, answered again
+        end
         return {-3, 0}
       end
       local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-      if count == 0 then
-        return {-1, 0}
-      elseif count ~= 1 then
-        return {-2, count}
+      if count ~= 1 then
+        -- Refused: recorded, so that a late copy can never hand over a later hold.
+        local reply = count == 0 and -1 or -2
+        redis.call('set', KEYS[2], 'r:' .. reply .. ':' .. count, 'px', ARGV[4])
+        return {reply, count}
       end
       redis.call('set', KEYS[2], 'd:0', 'px', ARGV[4])
       redis.call('set', KEYS[3], 'd:1', 'px', ARGV[4])

@@ -193,8 +193,6 @@ class ReplayAttackTest {
    * of another client gets in: a reader and a writer at once.
    */
   @Test
-  @Disabled("defect: RW_READ_RELEASE refuses a dead reader (-1) without recording x: when "
-      + "sealed, so the release's delayed first copy ends the thread's next read hold")
   void readRelease_deadReaderRefusedWhenSealed_lateFirstCopyMustNotEndALaterReadHold() {
     LockKind read = ReadWriteLockKind.READ;
     LockKind write = ReadWriteLockKind.WRITE;
@@ -234,7 +232,6 @@ class ReplayAttackTest {
    */
   @ParameterizedTest
   @EnumSource(Kind.class)
-  @Disabled("defect: a sealed refusal's x:0 record makes the re-sent re-entry answer -3, not -1")
   void reentry_refusedWhenSealed_itsOwnResendIsStillToldTheHoldIsGone(Kind k) {
     LockNames names = LockNames.of("", "resent-reentry", k.kind);
     assertEquals(1L, acquire(names, k.kind, "a:1", next(), 0, false, false).get(0));
@@ -251,7 +248,6 @@ class ReplayAttackTest {
    * replies are lost, is reported as a count mismatch ("status -3"), not as a hold that is gone.
    */
   @Test
-  @Disabled("defect: a re-entry refused three times (two replies lost) reports COUNT_MISMATCH")
   void client_reentryOfADeletedHold_twoRepliesLost_reportsTheHoldGone() throws Exception {
     try (FaultProxy proxy = new FaultProxy(redis.server().port())) {
       LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
@@ -273,7 +269,6 @@ class ReplayAttackTest {
   /** DEFECT, the same for a release: the re-send is answered -2 (count mismatch), not -1. */
   @ParameterizedTest
   @EnumSource(Kind.class)
-  @Disabled("defect: a sealed refusal's x:0 record makes the re-sent release answer -2, not -1")
   void release_refusedWhenSealed_itsOwnResendIsStillToldTheHoldIsGone(Kind k) {
     LockNames names = LockNames.of("", "resent-release", k.kind);
     assertEquals(1L, acquire(names, k.kind, "a:1", next(), 0, false, false).get(0));
@@ -296,7 +291,6 @@ class ReplayAttackTest {
    */
   @ParameterizedTest
   @EnumSource(Kind.class)
-  @Disabled("defect: KEEP's replay answers 'kept' after the kept lock was deleted")
   void keep_replayedAfterTheKeptLockWasDeleted_isNotAnsweredKept(Kind k) {
     LockNames names = LockNames.of("", "kept-gone", k.kind);
     assertEquals(1L, acquire(names, k.kind, "a:1", next(), 0, false, false).get(0));
@@ -319,8 +313,6 @@ class ReplayAttackTest {
    */
   @ParameterizedTest
   @EnumSource(Kind.class)
-  @Disabled("defect: KEEP (and RW_*_KEEP) refuse (0/-2) without recording x: when sealed, so "
-      + "a delayed first copy keeps the thread's next hold")
   void keep_refusedWhenSealed_lateFirstCopyMustNotKeepALaterHold(Kind k) {
     LockNames names = LockNames.of("", "kept", k.kind);
     assertEquals(1L, acquire(names, k.kind, "a:1", next(), 0, false, false).get(0));
@@ -351,8 +343,6 @@ class ReplayAttackTest {
    * the lock at once.
    */
   @Test
-  @Disabled("defect: TRANSFER refuses (-1/-2) without recording anything, so its delayed first "
-      + "copy hands the releaser's next hold to the waiter")
   void transfer_refusedOnResend_lateFirstCopyMustNotHandOverALaterHold() {
     LockNames names = LockNames.of("", "handoff");
     assertEquals(1L, acquire(names, LockKind.EXCLUSIVE, "a:1", next(), 0, false, false).get(0));
