@@ -1197,16 +1197,24 @@ final class LockScripts {
 
   /**
    * {@link #KEEP} of the read side, same KEYS, ARGV and replies, plus {@code KEYS[3]} the timeout
-   * key prefix: the caller's timeout keys expire after that long; in read mode the hash then
-   * expires with the longest live reader. The field keeps its name (a reader excludes only
-   * writers), so the marker alone tells a copy of this keep from a later read hold.
+   * key prefix: the caller's read sections move to the field {@code <field>:kept}, a reader no
+   * thread is (so the caller's own later write or read lock does not take them for its own), with
+   * timeout keys that expire after that long; in read mode the hash then expires with the longest
+   * live reader. Sections kept earlier by the same thread and still there are added to, not
+   * replaced.
    */
   static final LockScript RW_READ_KEEP = keepScript("rw-read-keep", RW_HELPERS,
-      "reader_ttl(KEYS[3], ARGV[1], tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')) ~= -2",
+      "reader_ttl(KEYS[3], ARGV[1] .. ':kept', "
+          + "tonumber(redis.call('hget', KEYS[1], ARGV[1] .. ':kept') or '0')) ~= -2",
       "reader_ttl(KEYS[3], ARGV[1], count) ~= -2", "", """
+      local kept = ARGV[1] .. ':kept'
+      local base = tonumber(redis.call('hget', KEYS[1], kept) or '0')
       for n = 1, count do
-        redis.call('set', timeout_key(KEYS[3], ARGV[1], n), 1, 'px', ARGV[2])
+        redis.call('del', timeout_key(KEYS[3], ARGV[1], n))
+        redis.call('set', timeout_key(KEYS[3], kept, base + n), 1, 'px', ARGV[2])
       end
+      redis.call('hdel', KEYS[1], ARGV[1])
+      redis.call('hset', KEYS[1], kept, base + count)
       local live, longest, dead = readers(KEYS[1], KEYS[3], '')
       drop_fields(KEYS[1], dead)
       if longest > 0 and (redis.call('hget', KEYS[1], 'mode') == 'read'

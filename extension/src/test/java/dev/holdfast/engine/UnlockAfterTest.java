@@ -43,6 +43,29 @@ class UnlockAfterTest {
     losses = LossRecorder.on(client);
   }
 
+  /**
+   * A kept read lock excludes writers, the keeping thread's own write lock included (found by the
+   * widened model test: the kept section kept the thread's field, so the thread's write lock took
+   * it for its own read section and its unlock deleted the kept lock).
+   */
+  @Test
+  void keptReadLock_excludesWritersIncludingItsOwnThread_untilTheTimeIsUp() throws Exception {
+    dev.holdfast.DistributedReadWriteLock rw = client.getReadWriteLock("report");
+    rw.readLock().lock();
+    long kept = System.nanoTime();
+    Clients.engine(client).unlockAfter(rw.readLock(), Duration.ofMillis(1_500));
+
+    assertFalse(rw.readLock().isHeldByCurrentThread(), "the read hold ended here");
+    assertFalse(rw.writeLock().tryLock(), "the keeping thread must not write under its kept read");
+    assertFalse(CompletableFuture.supplyAsync(() -> other.getReadWriteLock("report").writeLock()
+        .tryLock()).get(5, TimeUnit.SECONDS), "another client must not write either");
+    assertTrue(rw.writeLock().tryLock(10, TimeUnit.SECONDS), "written once the time is up");
+    long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - kept);
+    rw.writeLock().unlock();
+    assertTrue(waited >= 1_400, "writable after " + waited + "ms, before the 1500ms kept");
+    assertEquals(0, losses.count(), "keeping the lock is not losing it: " + losses);
+  }
+
   @Test
   void keptLock_excludesEveryoneIncludingItsThread_untilTheTimeIsUp() throws Exception {
     DistributedLock lock = client.getLock("nightly");
