@@ -500,8 +500,10 @@ class ReadWriteLockTest {
     Clients.engine(client).unlockAfter(read, Duration.ofSeconds(5));
     assertFalse(read.isHeldByCurrentThread());
     try (Jedis jedis = admin()) {
-      long pttl = jedis.pttl(timeoutKey("kept", field(client), 1));
+      // Moved to a reader no thread is, so that the thread's own write lock waits for it too.
+      long pttl = jedis.pttl(timeoutKey("kept", field(client) + ":kept", 1));
       assertTrue(pttl > 4_000 && pttl <= 5_000, "kept 5 s: " + pttl);
+      assertEquals(-2, jedis.pttl(timeoutKey("kept", field(client), 1)));
       long hash = jedis.pttl("kept");
       assertTrue(hash > 4_000 && hash <= 5_000, "the hash follows its readers: " + hash);
     }
