@@ -393,8 +393,10 @@ final class Hold {
    *     thread's field: also how a final release or handoff in doubt completes) or
    *     {@code release} (only seal the request: how a keep in doubt settles, leaving the field
    *     to expire with its lease if the keep never ran)
-   * @param giveUpAt when the work is moot (nanoTime): whatever it would remove has expired
+   * @param leaseOverAt when whatever it would remove has expired (nanoTime): after that only its
+   *     seal is at stake (a late copy of the request must not apply to a later hold), so it stays
+   *     owed, retried less often, and the thread's next acquisition settles it first
    */
-  record Cleanup(String requestId, int expected, String kind, long giveUpAt) {
+  record Cleanup(String requestId, int expected, String kind, long leaseOverAt) {
   }
 }

@@ -69,7 +69,7 @@ final class LeaseWatchdog {
           if (engine.lose(h, LossCause.THREAD_ENDED,
               "its thread ended without unlock()")) {
             engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), h.count(), "abandon",
-                engine.giveUpAfter(leaseMillis)));
+                engine.leaseOverAfter(leaseMillis)));
           }
         } else if (h.watchdog()) {
           byNode.computeIfAbsent(topology.renewalNode(h.names.key()), n -> new ArrayList<>())

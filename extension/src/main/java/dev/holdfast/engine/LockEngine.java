@@ -48,6 +48,8 @@ public final class LockEngine implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger(LockEngine.class.getName());
   /** How often owed cleanups are retried while Redis does not answer them. */
   private static final long CLEANUP_RETRY_MS = 250;
+  /** Retry interval of owed work whose lease is over: only its seal is still at stake. */
+  private static final long CLEANUP_PAST_LEASE_RETRY_MS = 2_000;
 
   private final LockClientConfig config;
   private final String clientId;
@@ -405,7 +407,7 @@ public final class LockEngine implements AutoCloseable {
           + "hold it now")) {
         // If Redis still has the field (it was slow, not gone), free the lock for others.
         owe(hold, new Hold.Cleanup(nextRequestId(), hold.count(), "abandon",
-            giveUpAfter(watchdogMillis)));
+            leaseOverAfter(watchdogMillis)));
       }
     } else {
       lose(hold, LossCause.LEASE_EXPIRED,
@@ -497,7 +499,7 @@ public final class LockEngine implements AutoCloseable {
     hold.closeNewest();
     observer.released(hold.template, System.nanoTime() - hold.acquiredAt());
     LockEvents.holdEnds(hold.heldEvent(), hold.names.name(), hold.template);
-    owe(hold, new Hold.Cleanup(requestId, 1, kind, giveUpAfter(leaseMillis)));
+    owe(hold, new Hold.Cleanup(requestId, 1, kind, leaseOverAfter(leaseMillis)));
   }
 
   /**
@@ -527,7 +529,7 @@ public final class LockEngine implements AutoCloseable {
 
   // ---- Redis work owed ----
 
-  long giveUpAfter(long leaseMillis) {
+  long leaseOverAfter(long leaseMillis) {
     return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(leaseMillis + 1_000);
   }
 
@@ -554,6 +556,7 @@ public final class LockEngine implements AutoCloseable {
 
   private void cleanupRound() {
     boolean again = false;
+    boolean pastLease = true;
     try {
       List<Hold> owing = new ArrayList<>();
       for (Hold h : holds.values()) {
@@ -569,13 +572,11 @@ public final class LockEngine implements AutoCloseable {
         try {
           settle(h, c);
         } catch (RedisUnavailableException e) {
-          if (System.nanoTime() - c.giveUpAt() > 0) {
-            LOG.log(Level.DEBUG, () -> "Giving up cleaning " + h + ": its lease is over");
-            h.settled(c);
-            forgetIfDone(h);
-          } else {
-            again = true;
-          }
+          // Past its lease, what the request did has expired, but its seal still matters: an
+          // unsealed copy arriving late would apply to the thread's next hold. So it stays owed
+          // (the thread's next acquisition settles it first) and is retried, less often.
+          again = true;
+          pastLease &= System.nanoTime() - c.leaseOverAt() > 0;
         } catch (RuntimeException e) {
           LOG.log(Level.WARNING, "Cleaning up " + h + " failed: " + e.getMessage());
           h.settled(c);
@@ -588,7 +589,7 @@ public final class LockEngine implements AutoCloseable {
       cleanupRunning.set(false);
     }
     if (again) {
-      scheduleCleanup(CLEANUP_RETRY_MS);
+      scheduleCleanup(pastLease ? CLEANUP_PAST_LEASE_RETRY_MS : CLEANUP_RETRY_MS);
     }
   }
 

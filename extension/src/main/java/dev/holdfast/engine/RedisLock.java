@@ -574,13 +574,13 @@ final class RedisLock implements FencedLock {
       if (hold == null) {
         engine.holds().putIfAbsent(id, Hold.owing(names, threadId, field,
             new Hold.Cleanup(engine.nextRequestId(), 0, "abandon",
-                engine.giveUpAfter(engine.watchdogMillis()))));
+                engine.leaseOverAfter(engine.watchdogMillis()))));
         throw new LockException("Lock '" + names.name() + "' was not acquired: " + reason
             + "; the stale hold is being removed");
       }
       if (engine.lose(hold, LossCause.COUNT_MISMATCH, reason)) {
         engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
-            engine.giveUpAfter(engine.watchdogMillis())));
+            engine.leaseOverAfter(engine.watchdogMillis())));
       }
       throw lostBeforeReentry(hold);
     }
@@ -622,7 +622,7 @@ final class RedisLock implements FencedLock {
         // Its deadline passed while the re-entry was in flight: the hold stays lost, and the
         // count the re-entry added must go too.
         engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), expected + 1, "abandon",
-            engine.giveUpAfter(lease)));
+            engine.leaseOverAfter(lease)));
         throw lostBeforeReentry(h);
       }
       // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
@@ -664,7 +664,7 @@ final class RedisLock implements FencedLock {
                   + expected);
         }
       } catch (RuntimeException e) {
-        long giveUp = engine.giveUpAfter(Math.max(engine.watchdogMillis(),
+        long giveUp = engine.leaseOverAfter(Math.max(engine.watchdogMillis(),
             leaseMillis == WATCHDOG ? 0 : leaseMillis));
         Hold.Cleanup undo = new Hold.Cleanup(requestId, expected, expected > 0 ? "abandon"
             : "acquire", giveUp);
@@ -867,7 +867,7 @@ final class RedisLock implements FencedLock {
         "Redis has another hold count for this thread than the "
         + expected + " the client expected")) {
       engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
-          engine.giveUpAfter(engine.watchdogMillis())));
+          engine.leaseOverAfter(engine.watchdogMillis())));
     }
     throw closeLost(hold);
   }
@@ -1018,7 +1018,7 @@ final class RedisLock implements FencedLock {
       if (engine.lose(hold, LossCause.COUNT_MISMATCH, "Redis has another hold count for this "
           + "thread than the 1 the client expected")) {
         engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), 1, "abandon",
-            engine.giveUpAfter(engine.watchdogMillis())));
+            engine.leaseOverAfter(engine.watchdogMillis())));
       }
       throw closeLost(hold);
     }
