@@ -103,9 +103,9 @@ class ReleaseInDoubtTest {
 
   private static void awaitCandidates(LockClient c, String name, int n) {
     LockEngine engine = Clients.engine(c);
-    String channel = "redisson_lock__channel:{" + name + "}";
+    LockNames names = LockNames.of("", name);
     Await.until(Duration.ofSeconds(10), () -> {
-      WaitEntry entry = engine.subscriptions().peek(channel);
+      WaitEntry entry = engine.subscriptions().peek(names);
       return entry != null && entry.subscribed() && entry.candidates() == n;
     }, n + " handoff candidate(s) parked on " + name);
   }
