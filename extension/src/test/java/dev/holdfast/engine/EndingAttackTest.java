@@ -161,7 +161,6 @@ class EndingAttackTest {
   // retransmission — then lands on the thread's NEW hold, whose field is the same, and deletes
   // it: the thread believes it holds the lock and another client takes it.
   @Test
-  @Disabled(GIVE_UP_DEFECT)
   void releaseInDoubt_settleGivesUp_lateCopyOfTheReleaseEndsTheNewHold() throws Exception {
     LockClient client = proxied();
     LossRecorder lost = LossRecorder.on(client);
@@ -332,7 +331,6 @@ class EndingAttackTest {
   // NEW hold's field to <field>:kept with the keep's short expiry. The key is gone after that
   // while the thread still believes its 30 s hold.
   @Test
-  @Disabled(GIVE_UP_DEFECT)
   void keepInDoubt_settleGivesUp_lateCopyOfTheKeepEndsTheNewHold() throws Exception {
     LockClient client = proxied();
     LossRecorder lost = LossRecorder.on(client);

@@ -48,7 +48,6 @@ class EndingClusterAttackTest {
   final Clients clients = new Clients();
 
   @Test
-  @Disabled(STUCK)
   void finalUnlockRefusedThroughout_threadNeverCallsAgain_lockIsNotRenewedForEver() {
     RedisClusterSetup cluster = redis.clusterSetup();
     redis.flushAll();
