@@ -29,10 +29,6 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  */
 @Timeout(value = 90, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class EndingClusterAttackTest {
-  static final String STUCK = "defect: a final unlock refused on every attempt (TRYAGAIN/MOVED, "
-      + "mayHaveRun false) calls hold.ending(false) and the watchdog renews the hold again; a "
-      + "thread that does not call unlock() a second time keeps the lock for as long as it lives "
-      + "(hole 3 by the not-run road)";
   static final String SUSPENDED = "defect: no renewal starts while the final unlock is in "
       + "flight (hold.ending(true), and beginCall's odd epoch), and a call refused by TRYAGAIN is "
       + "retried for timeout x (attempts + 1); when that outlasts the confirmed lease the hold is "

@@ -143,7 +143,8 @@ class SafetyRegressionTest {
     LockEngine engine = Clients.engine(client);
     Object subscriptions = Internals.call(engine, "subscriptions");
     String channel = "redisson_lock__channel:{race}";
-    Object first = Internals.call(subscriptions, "join", channel);
+    LockNames names = LockNames.of("", "race");
+    Object first = Internals.call(subscriptions, "join", names, channel, false, "f:1", 30_000L);
     Await.until(Duration.ofSeconds(5), () -> Internals.isTrue(first, "subscribed"),
         "first waiter subscribed");
     Map<?, ?> connections = (Map<?, ?>) Internals.field(subscriptions, "connections");
@@ -153,7 +154,8 @@ class SafetyRegressionTest {
 
     AtomicReference<Object> second = new AtomicReference<>();
     Thread leaving = new Thread(() -> Internals.call(subscriptions, "leave", first, false));
-    Thread joining = new Thread(() -> second.set(Internals.call(subscriptions, "join", channel)));
+    Thread joining = new Thread(() -> second.set(Internals.call(subscriptions, "join", names,
+        channel, false, "f:2", 30_000L)));
     writes.lock();
     try {
       leaving.start(); // done with the registry, then waits to update the connection
