@@ -249,7 +249,8 @@ final class RedisLock implements FencedLock {
           pttl = QUEUED_PARK_MS;
         } else {
           try {
-            pttl = attempt.tryOnce();
+            pttl = attempt.tryOnce(waitNanos == FOREVER ? RedisTopology.UNBOUNDED
+                : Math.max(0, waitNanos - (System.nanoTime() - start)));
             failingSince = 0;
           } catch (RedisUnavailableException | NotReplicatedException e) {
             // Ride it out like an outage; an unacknowledged grant is simply "not acquired"
@@ -486,11 +487,13 @@ final class RedisLock implements FencedLock {
     /**
      * One run of the acquire script (after settling what this thread's hold owes).
      *
+     * @param refusalNanos how long a refused call (slot migration) is re-sent: the caller's
+     *     remaining wait
      * @return {@link #ACQUIRED}, or the holder's remaining lease in ms (-1: no expiry)
      * @throws RedisUnavailableException if Redis did not answer
      * @throws LockException if this thread's hold was lost and this was a re-entry
      */
-    long tryOnce() {
+    long tryOnce(long refusalNanos) {
       checkOpen();
       Hold hold = engine.holds().get(id);
       long now = System.nanoTime();
@@ -539,7 +542,7 @@ final class RedisLock implements FencedLock {
                 Integer.toString(expected),
                 sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
                 Long.toString(TOKEN_KEY_MILLIS + lease)),
-            resend);
+            resend, refusalNanos);
         reply = (List<?>) replicated.reply();
         uncertain = false;
       } catch (RedisUnavailableException e) {
