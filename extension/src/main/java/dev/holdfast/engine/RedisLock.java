@@ -960,11 +960,16 @@ final class RedisLock implements FencedLock {
    */
   private LockException inDoubt(String call, String completion, long leaseLeft,
       RedisUnavailableException cause) {
+    // Refused to the end (a slot migration) is "did not run", and says so (mayHaveRun false).
     return new RedisUnavailableException(call + " of lock '" + names.name() + "' by "
-        + thread() + " got no answer from Redis, so whether it ran is unknown. The hold is "
+        + thread() + (cause.mayHaveRun()
+            ? " got no answer from Redis, so whether it ran is unknown."
+            : " was refused by Redis until its time was up, so it did not run.")
+        + " The hold is "
         + "over for this thread and no longer renewed; " + completion + " in the background "
         + "as soon as Redis answers, and the lock expires within " + leaseLeft + "ms at the "
-        + "latest (calling unlock() again settles it now). Cause: " + cause.getMessage(), cause);
+        + "latest (calling unlock() again settles it now). Cause: " + cause.getMessage(), cause,
+        cause.mayHaveRun());
   }
 
   /**
