@@ -37,6 +37,8 @@ final class LeaseWatchdog {
   static final int BATCH = 1_000;
   /** Lost holds whose thread never unlocks them are forgotten after this long. */
   private static final long LOST_RETENTION_NANOS = TimeUnit.MINUTES.toNanos(10);
+  /** How a read hold's renewal detail begins ({@link LockKind#renewalDetail}). */
+  private static final String READ = "read:";
 
   private final LockEngine engine;
   private final RedisTopology topology;
@@ -207,8 +209,6 @@ final class LeaseWatchdog {
     String detail = h.names.kind().renewalDetail(h.names, h.field);
     return detail.startsWith(READ) ? detail.substring(READ.length()) : null;
   }
-
-  private static final String READ = "read:";
 
   /**
    * One renewal call for {@code batch} (their renewals started at {@code epochs}), applying each
