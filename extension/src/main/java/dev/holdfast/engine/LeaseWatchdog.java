@@ -37,6 +37,8 @@ final class LeaseWatchdog {
   static final int BATCH = 1_000;
   /** Lost holds whose thread never unlocks them are forgotten after this long. */
   private static final long LOST_RETENTION_NANOS = TimeUnit.MINUTES.toNanos(10);
+  /** How a read hold's renewal detail begins ({@link LockKind#renewalDetail}). */
+  private static final String READ = "read:";
 
   private final LockEngine engine;
   private final RedisTopology topology;
@@ -122,7 +124,8 @@ final class LeaseWatchdog {
    * Renews one batch (one node, or one slot); false if some hold of it could not be renewed
    * this round (Redis did not answer or failed). Holds the batch's node no longer serves (their
    * slot moved or is migrating) are renewed one by one where Redis redirects them, in the same
-   * round: they are neither lost nor allowed to hold up the rest of the batch.
+   * round: they are neither lost nor allowed to hold up the rest of the batch. A batch refused
+   * as a whole (a Redis 6.2 slot batch meeting {@code TRYAGAIN}) is split at once.
    */
   private boolean renew(List<Hold> candidates) {
     List<Hold> batch = new ArrayList<>(candidates.size());
@@ -138,9 +141,10 @@ final class LeaseWatchdog {
       return true;
     }
     try {
-      List<Integer> elsewhere;
+      long sentAt = System.nanoTime();
+      Map<Integer, Long> unsettled;
       try {
-        elsewhere = renewOn(topology.renewal(), batch, epochs);
+        unsettled = renewOn(topology.renewal(), batch, epochs, false, sentAt);
       } catch (RedisUnavailableException e) {
         if (e.mayHaveRun() || batch.size() == 1) {
           failed(batch, e);
@@ -148,23 +152,19 @@ final class LeaseWatchdog {
         }
         // Refused as a whole, never run: a slot-routed batch (Redis 6.2) whose slot is
         // migrating with some keys on each side gets TRYAGAIN; one key at a time does not.
-        elsewhere = new ArrayList<>(batch.size());
+        unsettled = new LinkedHashMap<>();
         for (int i = 0; i < batch.size(); i++) {
-          elsewhere.add(i);
+          unsettled.put(i, -1L);
         }
       } catch (RuntimeException e) {
         failed(batch, e);
         return false;
       }
       boolean renewedAll = true;
-      for (int i : elsewhere) {
-        Hold h = batch.get(i);
+      for (Map.Entry<Integer, Long> u : unsettled.entrySet()) {
+        Hold h = batch.get(u.getKey());
         try {
-          // Slot-routed, one key: a MOVED refreshes the slot map, an ASK is followed.
-          if (!renewOn(LockScripts.RENEW, List.of(h), List.of(epochs.get(i))).isEmpty()) {
-            throw new LockException("the node serving " + h.names.key() + " did not take it ("
-                + topology.nodeName(h.names.key()) + ")");
-          }
+          renewAlone(h, epochs.get(u.getKey()), u.getValue(), sentAt);
         } catch (RuntimeException e) {
           failed(List.of(h), e);
           renewedAll = false;
@@ -177,28 +177,68 @@ final class LeaseWatchdog {
   }
 
   /**
-   * One renewal call for {@code batch} (their renewals started at {@code epochs}), applying each
-   * answer to its hold.
+   * Renews one hold its batch's node could not tell about ({@code answer}, as {@link
+   * LockScripts#RENEW} gave it): -1, on its own where Redis routes it now ({@code MOVED}
+   * refreshes the slot map, {@code ASK} is followed); -2 (a read hold whose hash has its field,
+   * renewed, but none of its timeout keys was visible there: a migration may have split them),
+   * its timeout keys where they are — the hold is renewed only if they live, counted from the
+   * earlier call ({@code sentAt}), and lost only if they are gone.
    *
-   * @return the positions in {@code batch} of the holds the node could not tell about (-1: not
-   *     served there)
+   * @throws RuntimeException if it could not be told this round (not lost for that: a hold
+   *     that is really gone is lost by its deadline at the latest)
+   */
+  private void renewAlone(Hold h, long epoch, long answer, long sentAt) {
+    if (answer == -1) {
+      sentAt = System.nanoTime();
+      Long again = renewOn(LockScripts.RENEW, List.of(h), List.of(epoch), false, sentAt).get(0);
+      if (again == null) {
+        return; // renewed, or found gone
+      }
+      answer = again;
+    }
+    if (answer == -2 && sectionPrefix(h) != null
+        && renewOn(LockScripts.RENEW, List.of(h), List.of(epoch), true, sentAt).isEmpty()) {
+      return;
+    }
+    throw new LockException("the node serving " + h.names.key() + " could not tell whether it "
+        + "is held (" + topology.nodeName(h.names.key()) + "); tried again next round");
+  }
+
+  /** A read hold's timeout key prefix, from its renewal detail; null for other kinds. */
+  private static String sectionPrefix(Hold h) {
+    String detail = h.names.kind().renewalDetail(h.names, h.field);
+    return detail.startsWith(READ) ? detail.substring(READ.length()) : null;
+  }
+
+  /**
+   * One renewal call for {@code batch} (their renewals started at {@code epochs}), applying each
+   * answer to its hold: renewed from {@code sentAt} on, or lost.
+   *
+   * @param sections whether to renew only the read holds' timeout keys (detail
+   *     {@code sections:}), routed by the first of them
+   * @return the answers the node could not settle (-1: not served there; -2: a read hold's
+   *     timeout keys not visible there), by position in {@code batch}
    * @throws RuntimeException if Redis did not answer, failed, or the replicas did not confirm
    */
-  private List<Integer> renewOn(LockScript script, List<Hold> batch, List<Long> epochs) {
+  private Map<Integer, Long> renewOn(LockScript script, List<Hold> batch, List<Long> epochs,
+      boolean sections, long sentAt) {
     List<String> keys = new ArrayList<>(batch.size());
     List<String> args = new ArrayList<>(2 * batch.size() + 1);
     args.add(Long.toString(leaseMillis));
     for (Hold h : batch) {
-      keys.add(h.names.key());
+      String prefix = sections ? sectionPrefix(h) : null;
+      keys.add(prefix != null ? prefix + ":1" : h.names.key());
       args.add(h.field);
-      args.add(h.names.kind().renewalDetail(h.names, h.field));
+      args.add(prefix != null ? "sections:" + prefix
+          : h.names.kind().renewalDetail(h.names, h.field));
     }
-    long sentAt = System.nanoTime();
+    // A refused renewal is not waited out (one re-send at most): a batch is split instead, and
+    // a single hold is tried again next round, well within its lease.
     RedisTopology.Replicated replicated = topology.evalReplicated(script, keys,
-        sealed -> args, false);
+        sealed -> args, false, 0);
     List<?> renewed = (List<?>) replicated.reply();
     long until = LockEngine.confirmedUntil(sentAt, leaseMillis);
-    List<Integer> elsewhere = new ArrayList<>(0);
+    Map<Integer, Long> unsettled = new LinkedHashMap<>(0);
     for (int i = 0; i < batch.size(); i++) {
       Hold h = batch.get(i);
       long epoch = epochs.get(i);
@@ -212,7 +252,7 @@ final class LeaseWatchdog {
           engine.observer().renewal(h.template, true);
         }
       } else if (answer < 0) {
-        elsewhere.add(i);
+        unsettled.put(i, answer);
       } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
         if (replicated.confirmed()) { // else the whole batch is reported by the caller
           renewalFailed(h, "the lock is no longer held by this thread in Redis");
@@ -228,7 +268,7 @@ final class LeaseWatchdog {
       throw new LockException(replicated.acknowledged() + " of " + replicated.replicas()
           + " replicas acknowledged the renewal in time (holdfast.redis.sync-replicas)");
     }
-    return elsewhere;
+    return unsettled;
   }
 
   /** Reports a failed renewal of {@code holds}, logging once per outage of their node. */

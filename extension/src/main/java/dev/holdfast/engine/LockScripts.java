@@ -495,20 +495,25 @@ final class LockScripts {
    * been granted a longer TTL, which its holder goes on believing (contract 4).
    *
    * <pre>
-   * KEYS[i]    lock key of hold i
+   * KEYS[i]    lock key of hold i; for detail 'sections:...', its reader's first timeout key
    * ARGV[1]    lease in ms
    * ARGV[2i]   hash field of hold i
    * ARGV[2i+1] what else the hold's kind renews ({@link LockKind#renewalDetail}); '' for none;
-   *            'read:<prefix>' for a read hold, whose own timeout keys are <prefix>:1..count
+   *            'read:<prefix>' for a read hold, whose own timeout keys are <prefix>:1..count;
+   *            'sections:<prefix>' renews only those timeout keys (KEYS[i] is <prefix>:1):
+   *            the second half of a read hold's renewal answered -2
    * returns a list with, for each hold, 1 if it was renewed (its TTL is now at least the lease),
-   *   0 if it is no longer held, or -1 if this node could not tell: a key of the hold is not
+   *   0 if it is no longer held, -1 if this node could not tell: a key of the hold is not
    *   served here (its slot moved, or is migrating and the key already left), so the hold must
-   *   be renewed where its slot is now
+   *   be renewed where its slot is now; or -2 for a read hold whose hash has its field here
+   *   (the hash was renewed) but none of whose timeout keys is visible here: a slot migration
+   *   may have split its keys (after ASKING, a key still on the source reads as missing), so
+   *   its 'sections:' half must be renewed where they are, and tells whether it lives
    * </pre>
    *
    * Every access is a {@code redis.pcall}: a script spanning slots declares no keys, so Redis
    * cannot redirect it, and one key that is not local would otherwise abort the whole batch
-   * ("Script attempted to access a non local key"). A hold answered -1 may have been renewed
+   * ("Script attempted to access a non local key…"). A hold answered -1 may have been renewed
    * partly (some timeout keys of a read hold); renewing it again elsewhere is harmless.
    */
   static final LockScript RENEW = new LockScript("renew", """
@@ -519,32 +524,61 @@ final class LockScripts {
         end
         return reply
       end
-      -- A read hold (detail 'read:<its timeout key prefix>') lives while one of its own timeout
-      -- keys does: renew those, never shortening, and keep the hash at least as long.
-      local function renew_reader(key, field, prefix, lease)
-        local count = tonumber(call('hget', key, field) or '0')
-        local alive = 0
-        for n = 1, count do
-          local ttl = call('pttl', prefix .. ':' .. n)
-          if ttl ~= -2 then
-            alive = 1
-            if ttl >= 0 and ttl < lease then
-              call('pexpire', prefix .. ':' .. n, lease)
-            end
-          end
-        end
-        if alive == 1 and call('pttl', key) < lease then
+      -- A lock key is given the lease if its TTL is shorter (or it has none); a timeout key
+      -- only if it has a shorter one.
+      local function extend(key, lease)
+        if call('pttl', key) < lease then
           call('pexpire', key, lease)
         end
-        return alive
+      end
+      local function extend_section(key, ttl, lease)
+        if ttl >= 0 and ttl < lease then
+          call('pexpire', key, lease)
+        end
+      end
+      -- A read hold (detail 'read:<its timeout key prefix>') lives while one of its own timeout
+      -- keys does: renew those, never shortening, and keep the hash at least as long. A timeout
+      -- key not served here (migrating, already left) is not visible: -2, renew them where they
+      -- are. The hash is renewed while it has the field: the keys that do live need it.
+      local function renew_reader(key, field, prefix, lease)
+        local count = tonumber(call('hget', key, field) or '0')
+        if count == 0 then
+          return 0
+        end
+        local alive = 0
+        for n = 1, count do
+          local ok, ttl = pcall(call, 'pttl', prefix .. ':' .. n)
+          if ok and ttl ~= -2 then
+            alive = 1
+            extend_section(prefix .. ':' .. n, ttl, lease)
+          end
+        end
+        extend(key, lease)
+        return alive == 1 and 1 or -2
+      end
+      -- The other half (detail 'sections:<prefix>', KEYS[i] its first): the timeout keys 1, 2,
+      -- ... up to the first one that is missing or not served here (a reader's are numbered
+      -- from 1 without gaps; on a migration's source, a missing one is not served).
+      local function renew_sections(prefix, lease)
+        local n = 1
+        while true do
+          local ok, ttl = pcall(call, 'pttl', prefix .. ':' .. n)
+          if n == 1 and not ok then
+            error(ttl)
+          elseif not ok or ttl == -2 then
+            return n > 1 and 1 or 0
+          end
+          extend_section(prefix .. ':' .. n, ttl, lease)
+          n = n + 1
+        end
       end
       local function renew(key, field, detail, lease)
         if string.sub(detail, 1, 5) == 'read:' then
           return renew_reader(key, field, string.sub(detail, 6), lease)
+        elseif string.sub(detail, 1, 9) == 'sections:' then
+          return renew_sections(string.sub(detail, 10), lease)
         elseif call('hexists', key, field) == 1 then
-          if call('pttl', key) < lease then
-            call('pexpire', key, lease)
-          end
+          extend(key, lease)
           return 1
         end
         return 0

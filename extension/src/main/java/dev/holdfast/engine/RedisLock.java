@@ -249,7 +249,8 @@ final class RedisLock implements FencedLock {
           pttl = QUEUED_PARK_MS;
         } else {
           try {
-            pttl = attempt.tryOnce();
+            pttl = attempt.tryOnce(waitNanos == FOREVER ? RedisTopology.UNBOUNDED
+                : Math.max(0, waitNanos - (System.nanoTime() - start)));
             failingSince = 0;
           } catch (RedisUnavailableException | NotReplicatedException e) {
             // Ride it out like an outage; an unacknowledged grant is simply "not acquired"
@@ -486,11 +487,13 @@ final class RedisLock implements FencedLock {
     /**
      * One run of the acquire script (after settling what this thread's hold owes).
      *
+     * @param refusalNanos how long a refused call (slot migration) is re-sent: the caller's
+     *     remaining wait
      * @return {@link #ACQUIRED}, or the holder's remaining lease in ms (-1: no expiry)
      * @throws RedisUnavailableException if Redis did not answer
      * @throws LockException if this thread's hold was lost and this was a re-entry
      */
-    long tryOnce() {
+    long tryOnce(long refusalNanos) {
       checkOpen();
       Hold hold = engine.holds().get(id);
       long now = System.nanoTime();
@@ -539,7 +542,7 @@ final class RedisLock implements FencedLock {
                 Integer.toString(expected),
                 sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
                 Long.toString(TOKEN_KEY_MILLIS + lease)),
-            resend);
+            resend, refusalNanos);
         reply = (List<?>) replicated.reply();
         uncertain = false;
       } catch (RedisUnavailableException e) {
@@ -957,11 +960,16 @@ final class RedisLock implements FencedLock {
    */
   private LockException inDoubt(String call, String completion, long leaseLeft,
       RedisUnavailableException cause) {
+    // Refused to the end (a slot migration) is "did not run", and says so (mayHaveRun false).
     return new RedisUnavailableException(call + " of lock '" + names.name() + "' by "
-        + thread() + " got no answer from Redis, so whether it ran is unknown. The hold is "
+        + thread() + (cause.mayHaveRun()
+            ? " got no answer from Redis, so whether it ran is unknown."
+            : " was refused by Redis until its time was up, so it did not run.")
+        + " The hold is "
         + "over for this thread and no longer renewed; " + completion + " in the background "
         + "as soon as Redis answers, and the lock expires within " + leaseLeft + "ms at the "
-        + "latest (calling unlock() again settles it now). Cause: " + cause.getMessage(), cause);
+        + "latest (calling unlock() again settles it now). Cause: " + cause.getMessage(), cause,
+        cause.mayHaveRun());
   }
 
   /**

@@ -385,9 +385,15 @@ abstract class RedisTopology implements AutoCloseable {
   /** Like {@link #eval(LockScript, List, Function, boolean)}, with at most {@code attempts}. */
   final Object eval(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
       boolean sealFirst, int attempts) {
-    return call(script, keys, args, sealFirst, attempts,
+    return call(script, keys, args, sealFirst, attempts, UNBOUNDED,
         (c, arguments, asking) -> evalOn(c, script, keys, arguments, asking));
   }
+
+  /**
+   * No bound on re-sending refused calls besides the call's own time,
+   * {@code timeout * (attempts + 1)}.
+   */
+  static final long UNBOUNDED = Long.MAX_VALUE;
 
   /** One exchange of a call on a connection: the script, and what goes with it. */
   @FunctionalInterface
@@ -411,18 +417,28 @@ abstract class RedisTopology implements AutoCloseable {
    *   <li>{@code TRYAGAIN} (a migration holds some of the call's keys on each side): not run;
    *       re-sent after a short pause, growing up to {@link #NOT_RUN_MAX_PAUSE_MILLIS}.</li>
    * </ul>
-   * Refused calls are re-sent until the call's time ({@code timeout * (attempts + 1)}) is up;
-   * the exception then says whether any attempt may have run. Attempts are sealed from the
-   * first one after a send that may have run (or from the first, with {@code sealFirst}).
+   * In a cluster, {@code READONLY} (and a {@code WAIT} refused by a replica) is a refusal too:
+   * the node was demoted by a failover the cached slot map does not know of yet (a call that
+   * declares no keys is never redirected); nothing was written, the slot map is refreshed and
+   * the call re-sent.
+   *
+   * <p>Refused calls are re-sent until the call's time ({@code timeout * (attempts + 1)}) is
+   * up, or its {@code refusalNanos} if that is shorter (the caller's remaining wait; 0 for a
+   * call that must not wait refusals out) — a first refusal is always re-sent once, as a stale
+   * slot map is the usual cause. The exception then says whether any attempt may have run.
+   * Attempts are sealed from the first one after a send that may have run (or from the first,
+   * with {@code sealFirst}).
    */
   private <T> T call(LockScript script, List<String> keys, Function<Boolean, List<String>> args,
-      boolean sealFirst, int attempts, Exchange<T> exchange) {
+      boolean sealFirst, int attempts, long refusalNanos, Exchange<T> exchange) {
     JedisException last = null;
     boolean mayHaveRun = false;
     int unanswered = 0;
     int refused = 0;
     HostAndPort askedTo = null;
-    long deadline = System.nanoTime() + timeout.toNanos() * (attempts + 1);
+    long start = System.nanoTime();
+    long deadline = start + timeout.toNanos() * (attempts + 1);
+    long refusedUntil = start + Math.min(refusalNanos, timeout.toNanos() * (attempts + 1));
     while (true) {
       // Sealed once an earlier send may have run; a refused send leaves no copy to guard against.
       List<String> arguments = args.apply(sealFirst || mayHaveRun);
@@ -453,6 +469,10 @@ abstract class RedisTopology implements AutoCloseable {
         if (tryAgain(e) && followsRedirections()) {
           last = e;
           pauseMillis = pauseAfterRefusal(++refused, true);
+        } else if (demoted(e) && followsRedirections()) {
+          last = e;
+          refreshTopology();
+          pauseMillis = pauseAfterRefusal(++refused, false);
         } else if (unanswered(e)) {
           last = e;
           mayHaveRun = true;
@@ -463,7 +483,9 @@ abstract class RedisTopology implements AutoCloseable {
           throw failed(script, keys, e);
         }
       }
-      if (System.nanoTime() - deadline > 0 || !pause(pauseMillis)) {
+      long now = System.nanoTime();
+      if (now - deadline > 0 || (refused > 1 && now + millisToNanos(pauseMillis)
+          - refusedUntil > 0) || !pause(pauseMillis)) {
         break;
       }
     }
@@ -515,6 +537,22 @@ abstract class RedisTopology implements AutoCloseable {
   private static boolean tryAgain(JedisException e) {
     return e instanceof JedisDataException && e.getMessage() != null
         && e.getMessage().startsWith("TRYAGAIN");
+  }
+
+  /**
+   * {@code READONLY}, or {@code WAIT} refused: the node is a replica now (a failover the slot
+   * map does not show yet). A replica writes nothing, so whatever the call did there changed
+   * nothing.
+   */
+  static boolean demoted(JedisException e) {
+    String message = e.getMessage();
+    return e instanceof JedisDataException && message != null
+        && (message.startsWith("READONLY") || message.contains("You can't write against a read")
+            || message.contains("WAIT cannot be used with replica"));
+  }
+
+  private static long millisToNanos(long millis) {
+    return millis * 1_000_000L;
   }
 
   /** Failures that say nothing about whether the command ran (cluster retries exhausted). */
@@ -571,10 +609,24 @@ abstract class RedisTopology implements AutoCloseable {
    */
   final Replicated evalReplicated(LockScript script, List<String> keys,
       Function<Boolean, List<String>> args, boolean sealFirst) {
+    return evalReplicated(script, keys, args, sealFirst, UNBOUNDED);
+  }
+
+  /**
+   * Like {@link #evalReplicated(LockScript, List, Function, boolean)}, re-sending a refused
+   * call ({@code TRYAGAIN}, a redirection, a demoted node) for at most {@code refusalNanos}
+   * from the call's start, a first refusal being re-sent once in any case. Contract 13: a call
+   * waits no longer than its caller's wait, plus about one Redis timeout; a renewal never waits
+   * refusals out.
+   */
+  final Replicated evalReplicated(LockScript script, List<String> keys,
+      Function<Boolean, List<String>> args, boolean sealFirst, long refusalNanos) {
     if (syncReplicas == LockClientConfig.SYNC_REPLICAS_NONE) {
-      return Replicated.unreplicated(eval(script, keys, args, sealFirst));
+      return call(script, keys, args, sealFirst, ATTEMPTS, refusalNanos,
+          (c, arguments, asking) -> Replicated.unreplicated(
+              evalOn(c, script, keys, arguments, asking)));
     }
-    return call(script, keys, args, sealFirst, ATTEMPTS,
+    return call(script, keys, args, sealFirst, ATTEMPTS, refusalNanos,
         (c, arguments, asking) -> runReplicated(c, script, keys, arguments, asking));
   }
 
@@ -598,6 +650,7 @@ abstract class RedisTopology implements AutoCloseable {
       Object result;
       try {
         result = reply.get();
+        waited.get(); // a replica refuses WAIT: its script's answer is not the primary's
       } catch (JedisNoScriptException e) {
         result = send(c, asking, commands(c).eval(script.source(), script.sentKeys(keys),
             script.sentArgs(keys, args)));

@@ -28,7 +28,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -43,8 +42,7 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  * verdict for redirected and {@code TRYAGAIN}-refused calls, and the replica acknowledgement in
  * a cluster. Real Redis 7 cluster of three primaries with one replica each.
  *
- * <p>Probes that pass are regression tests; probes that expose a defect are {@code @Disabled}
- * with the defect named.
+ * <p>Every probe is a regression test now; those that exposed a defect say what it was.
  */
 @Timeout(value = 90, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class ClusterAttackTest {
@@ -82,33 +80,96 @@ class ClusterAttackTest {
    * A read hold is two keys in one slot: the hash and its section's timeout key. A resharding
    * tool moves a slot's keys in batches, so for a while the hash may be on the target while the
    * timeout key is still on the source. The re-routed renewal then runs on the target (ASKING),
-   * where the timeout key is "missing" (PTTL -2, served locally because of ASKING), and answers
-   * 0: the hold is reported lost, and its hash is no longer renewed, although nothing happened
-   * to it.
+   * where the timeout key is "missing" (PTTL -2, served locally because of ASKING). Found by the
+   * review: it answered 0, and the hold was reported lost although nothing happened to it. Now
+   * each key is renewed where it is, and the hold counts as renewed.
    */
   @Test
-  @Disabled("defect: a read hold whose hash migrated before its timeout key is reported lost "
-      + "(RENEW re-routed by ASK finds the timeout key 'missing' on the target and answers 0)")
   void readHoldSplitByMigration_hashMovedBeforeTimeoutKey_isNotReportedLost() {
     LockClient client = client("holdfast.watchdog-timeout", WATCHDOG_MS + "ms");
     LossRecorder lost = LossRecorder.on(client);
     DistributedReadWriteLock rw = client.getReadWriteLock("split-reader");
     rw.readLock().lock();
-    String field = RedisProbe.fieldOf(client);
-    String timeoutKey = "{split-reader}:" + field + ":rwlock_timeout:1";
-    RedisServer source = cluster.masterForKey("split-reader");
-    assertTrue(new RedisProbe(source).exists(timeoutKey), "the timeout key is " + timeoutKey);
+    String timeoutKey = "{split-reader}:" + RedisProbe.fieldOf(client) + ":rwlock_timeout:1";
+    assertTrue(new RedisProbe(cluster.masterForKey("split-reader")).exists(timeoutKey),
+        "the timeout key is " + timeoutKey);
+    splitReaderIsRenewed(cluster, rw, lost, "split-reader", timeoutKey);
+  }
 
-    try (SlotMigration migration = cluster.startSlotMigration(slotOf("split-reader"))) {
-      assertEquals(1, migration.moveKeys("split-reader")); // the hash only, for now
-      sleep(3 * WATCHDOG_MS); // renewal rounds meet the split slot; nothing else can show it
+  /**
+   * Moves the hash of the read hold {@code rw} (its only one) and leaves {@code timeoutKey} on the
+   * source: while the slot is split, and after, both keys are renewed where they are (their TTL
+   * seen going up, round after round, for well over the lease) and nothing is reported lost.
+   */
+  static void splitReaderIsRenewed(RedisClusterSetup setup, DistributedReadWriteLock rw,
+      LossRecorder lost, String hash, String timeoutKey) {
+    try (SlotMigration migration = setup.startSlotMigration(slotOf(hash))) {
+      assertEquals(1, migration.moveKeys(hash)); // the hash only, for now
+      try (TtlWatch onTarget = new TtlWatch(migration.target(), hash, true);
+          TtlWatch onSource = new TtlWatch(migration.source(), timeoutKey, false)) {
+        // Six renewals at a third of the lease each: longer than the lease, so a hold whose
+        // renewals the client did not count would have been reported lost meanwhile.
+        Await.until(Duration.ofSeconds(30), () -> onTarget.raisedAtLeast(6)
+            & onSource.raisedAtLeast(6), "both halves renewed where they are (target: "
+            + onTarget + ", source: " + onSource + ")");
+      }
       assertEquals(0, lost.count(), "reported lost: " + lost);
       assertTrue(rw.readLock().isHeldByCurrentThread());
-    } // finish: the timeout key follows
-    sleep(2 * WATCHDOG_MS);
+    } // finish: the timeout key follows; the client's slot map is stale
+    RedisServer target = setup.masterForKey(hash);
+    try (TtlWatch hashWatch = new TtlWatch(target, hash, false);
+        TtlWatch timeoutWatch = new TtlWatch(target, timeoutKey, false)) {
+      Await.until(Duration.ofSeconds(30), () -> hashWatch.raisedAtLeast(4)
+          & timeoutWatch.raisedAtLeast(4), "renewed on the target after the migration ("
+          + hashWatch + ", " + timeoutWatch + ")");
+    }
     assertEquals(0, lost.count(), "reported lost: " + lost);
     assertTrue(rw.readLock().isHeldByCurrentThread());
     rw.readLock().unlock();
+  }
+
+  /**
+   * Watches the PTTL of one key on one server (after ASKING on a migration's target): only a
+   * renewal makes it go up.
+   */
+  static final class TtlWatch implements AutoCloseable {
+    private final Jedis jedis;
+    private final String key;
+    private final boolean asking;
+    private long last = Long.MAX_VALUE;
+    private int raised;
+    private final List<Long> seen = new ArrayList<>();
+
+    TtlWatch(RedisServer server, String key, boolean asking) {
+      this.jedis = server.admin();
+      this.key = key;
+      this.asking = asking;
+    }
+
+    /** Reads the PTTL once more; whether it has gone up at least {@code times} times. */
+    boolean raisedAtLeast(int times) {
+      if (asking) {
+        jedis.asking();
+      }
+      long ttl = jedis.pttl(key);
+      assertTrue(ttl > 0, key + " has PTTL " + ttl + " after " + seen);
+      if (ttl > last) {
+        raised++;
+        seen.add(ttl);
+      }
+      last = ttl;
+      return raised >= times;
+    }
+
+    @Override
+    public void close() {
+      jedis.close();
+    }
+
+    @Override
+    public String toString() {
+      return key + " raised " + raised + " times " + seen;
+    }
   }
 
   /**
@@ -207,12 +268,11 @@ class ClusterAttackTest {
   /**
    * A no-wait {@code tryLock()} and a short {@code tryLock(wait)} on a lock in a migrating slot:
    * every attempt is refused (ASK, then TRYAGAIN on the target: the lock's keys are missing
-   * there), and call() re-sends for {@code timeout * (ATTEMPTS + 1)}. Contract 13: tryLock()
-   * fails fast; a waiting call never goes beyond its own wait.
+   * there). Found by the review: call() re-sent for {@code timeout * (ATTEMPTS + 1)} whatever
+   * the caller's wait. Contract 13: tryLock() fails fast; a waiting call never goes beyond its
+   * own wait (plus about one Redis timeout).
    */
   @Test
-  @Disabled("defect: tryLock()/tryLock(200ms) in a migrating slot block for timeout*(ATTEMPTS+1)"
-      + " (4 s with a 1 s timeout) of TRYAGAIN re-sends, far past the caller's wait")
   void tryLockInMigratingSlot_returnsWithinItsWaitPlusOneTimeout() {
     LockClient client = client("holdfast.redis.timeout", "1s");
     DistributedLock free = client.getLock("{stalled}free");
@@ -246,15 +306,13 @@ class ClusterAttackTest {
    * fails, no call is redirected). The node-wide renewal ({@code RENEW_ACROSS_SLOTS}) declares
    * no keys, so Redis never redirects it; its shebang ({@code flags=allow-cross-slot-keys}) makes
    * Redis 7 treat it as a write, so the demoted primary refuses it whole with {@code READONLY}
-   * before it runs. That is a plain error: the batch fails, nothing is re-routed, the slot map is
-   * not refreshed, and the next round goes to the same node — until every hold of that node is
-   * reported lost, whatever {@code sync-replicas} says (with a fixed number, a pipelined
-   * {@code WAIT} on a replica is an error too). The holds are alive on the promoted node all along.
+   * before it runs. Found by the review: that was a plain error — the batch failed, nothing was
+   * re-routed, the slot map was not refreshed, and every hold of that node was reported lost,
+   * whatever {@code sync-replicas} says (with a fixed number, a pipelined {@code WAIT} on a
+   * replica is an error too), although the holds were alive on the promoted node all along. Now
+   * {@code READONLY} is a redirection: the slot map is refreshed and the batch re-sent.
    */
   @Test
-  @Disabled("defect: after a planned cluster failover (stale slot map), the node-wide RENEW goes "
-      + "to the demoted primary, which answers READONLY: no re-route, no slot refresh, every "
-      + "hold of that node is lost (sync-replicas none, auto and N alike)")
   void plannedFailover_staleSlotMap_holdsOfTheDemotedNodeAreKept() {
     long watchdog = 3_000;
     List<String> failures = new ArrayList<>();
@@ -316,24 +374,21 @@ class ClusterAttackTest {
           "holdfast.redis.nodes", legacy.seedNodes()), extra);
     }
 
-    /** As on Redis 7: the slot-routed RENEW follows ASK to the target and answers 0 there. */
+    /**
+     * As on Redis 7: the slot-routed RENEW follows ASK to the target, where the timeout key still
+     * on the source reads as missing; each half is renewed where it is.
+     */
     @Test
-    @Disabled("defect: on Redis 6.2 too, a read hold whose hash migrated before its timeout key "
-        + "is reported lost")
     void readHoldSplitByMigration_hashMovedBeforeTimeoutKey_isNotReportedLost() {
       LockClient client = client("holdfast.watchdog-timeout", WATCHDOG_MS + "ms");
       LossRecorder lost = LossRecorder.on(client);
       DistributedReadWriteLock rw = client.getReadWriteLock("split-reader-62");
       rw.readLock().lock();
-      try (SlotMigration migration = legacy.startSlotMigration(slotOf("split-reader-62"))) {
-        assertEquals(1, migration.moveKeys("split-reader-62"));
-        sleep(3 * WATCHDOG_MS);
-        assertEquals(0, lost.count(), "reported lost: " + lost);
-        assertTrue(rw.readLock().isHeldByCurrentThread());
-      }
-      sleep(2 * WATCHDOG_MS);
-      assertEquals(0, lost.count(), "reported lost: " + lost);
-      rw.readLock().unlock();
+      String timeoutKey = "{split-reader-62}:" + RedisProbe.fieldOf(client)
+          + ":rwlock_timeout:1";
+      assertTrue(new RedisProbe(legacy.masterForKey("split-reader-62")).exists(timeoutKey),
+          "the timeout key is " + timeoutKey);
+      splitReaderIsRenewed(legacy, rw, lost, "split-reader-62", timeoutKey);
     }
 
     /** A key deleted mid-migration is reported lost on 6.2 as well, never renewed as moved. */
@@ -362,13 +417,11 @@ class ClusterAttackTest {
     /**
      * The slot-routed batch (several holds of one slot) meets a migrating slot with some keys
      * moved: ASK, then TRYAGAIN on the target. call() re-sends it for its whole call time,
-     * {@code timeout * (ATTEMPTS + 1)}, before the watchdog splits it into single renewals. With
-     * README's soak settings (timeout 500 ms, watchdog 2 s) that is the whole lease: every hold
-     * of the slot is lost, although one TRYAGAIN already says the batch must be split.
+     * {@code timeout * (ATTEMPTS + 1)}, before the watchdog splits it into single renewals. Found
+     * by the review: with README's soak settings (timeout 500 ms, watchdog 2 s) that was the whole
+     * lease and every hold of the slot was lost; a renewal now never waits refusals out.
      */
     @Test
-    @Disabled("defect: on 6.2 a TRYAGAIN-refused slot batch is split only after timeout*4; with "
-        + "timeout 500ms / watchdog 2s (README's soak settings) every hold of the slot is lost")
     void slotBatchRefusedByTryAgain_isSplitBeforeTheLeaseRunsOut() {
       long watchdog = 2_000;
       LockClient client = client("holdfast.watchdog-timeout", watchdog + "ms",
