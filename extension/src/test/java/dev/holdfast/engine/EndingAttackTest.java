@@ -195,7 +195,8 @@ class EndingAttackTest {
     assertFalse(threadBelieves && otherHolds,
         "two holders: the late copy of the release in doubt deleted the thread's new hold "
         + "(field now " + redisState.hget("given-up", field) + ")");
-    other.unlock();
+    assertFalse(otherHolds, "the thread's new hold stands, so nobody else gets the lock");
+    lock.unlock();
   }
 
   // A handoff in doubt while the waiter's wait runs out: the TRANSFER lands late (after the
@@ -358,7 +359,8 @@ class EndingAttackTest {
     boolean threadBelieves = believes(client, "kept-late") && lost.count() == 0;
     assertFalse(threadBelieves && otherHolds,
         "two holders: the late copy of the keep in doubt renamed the thread's new hold");
-    other.unlock();
+    assertFalse(otherHolds, "the thread's new hold stands, so nobody else gets the lock");
+    lock.unlock();
   }
 
   // The client is closed while a release in doubt is still to be settled (its request lost for

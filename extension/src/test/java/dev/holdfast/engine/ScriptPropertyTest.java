@@ -123,7 +123,7 @@ class ScriptPropertyTest {
       LockScripts.KEEP, LockScripts.FAIR_KEEP, LockScripts.FORCE_RELEASE, LockScripts.TRANSFER,
       LockScripts.FAIR_ACQUIRE,
       LockScripts.FAIR_RELEASE, LockScripts.FAIR_RESOLVE, LockScripts.FAIR_FORCE_RELEASE,
-      LockScripts.FAIR_KEEP, LockScripts.FAIR_LEAVE, LockScripts.RW_READ_ACQUIRE,
+      LockScripts.FAIR_LEAVE, LockScripts.RW_READ_ACQUIRE,
       LockScripts.RW_READ_RELEASE,
       LockScripts.RW_READ_RESOLVE, LockScripts.RW_READ_FORCE_RELEASE, LockScripts.RW_READ_KEEP,
       LockScripts.RW_WRITE_ACQUIRE, LockScripts.RW_WRITE_RELEASE, LockScripts.RW_WRITE_RESOLVE,
