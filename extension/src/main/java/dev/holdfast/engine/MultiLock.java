@@ -5,6 +5,8 @@ import dev.holdfast.LockException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -25,7 +27,8 @@ import java.util.concurrent.locks.Condition;
  * names usually do not collide at all.
  *
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
- * thread-bound), so members may be of any kind and from any client. Immutable and thread-safe.
+ * thread-bound), so members may be of any kind and from any client. Thread-safe; its only state
+ * is what a failed {@link #unlock()} still owes, per thread.
  */
 final class MultiLock extends CompositeLock {
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
@@ -35,6 +38,19 @@ final class MultiLock extends CompositeLock {
   private final LockGroup group;
   /** The members in acquisition order: by name, then as given. */
   private final List<DistributedLock> order;
+  /**
+   * Per thread id: the rest of an unlock() that released some members and failed for others
+   * that stay held (Redis did not answer or refused); the thread's next unlock() finishes it.
+   */
+  private final Map<Long, Owed> owed = new ConcurrentHashMap<>();
+
+  /**
+   * What a failed unlock() left to do: the members still to release (acquisition order) and
+   * the members it found not held, reported when the rest is done.
+   */
+  private record Owed(List<DistributedLock> members, List<RuntimeException> notHeld,
+      List<String> notHeldNames) {
+  }
 
   MultiLock(DistributedLock... locks) {
     this.group = LockGroup.of("multi-lock", locks);
@@ -127,6 +143,11 @@ final class MultiLock extends CompositeLock {
    * Releases one hold of every member, newest-acquired first, trying every one whatever the
    * others do.
    *
+   * <p>If this throws {@link LockException} after some members were released while others stay
+   * held by this thread (their release did not run: Redis did not answer or refused), the
+   * thread's next {@code unlock()} completes that same release: it releases only those others
+   * (so no member is released twice), and reports then the members found not held before.
+   *
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
    * @throws LockException if some release failed otherwise (Redis unreachable); every member's
@@ -136,15 +157,39 @@ final class MultiLock extends CompositeLock {
    */
   @Override
   public void unlock() {
-    List<RuntimeException> failures = new ArrayList<>();
-    List<String> failed = new ArrayList<>();
-    for (int i = order.size() - 1; i >= 0; i--) {
+    long threadId = Thread.currentThread().getId();
+    Owed rest = owed.remove(threadId);
+    if (rest != null && rest.members().stream().anyMatch(m -> localCount(m) == 0)) {
+      rest = null; // stale: what it owed is gone (lost or released), so this is a new release
+    }
+    List<DistributedLock> targets = rest == null ? order : rest.members();
+    List<RuntimeException> failures = new ArrayList<>(rest == null ? List.of() : rest.notHeld());
+    List<String> failed = new ArrayList<>(rest == null ? List.of() : rest.notHeldNames());
+    List<DistributedLock> stillHeld = new ArrayList<>();
+    for (int i = targets.size() - 1; i >= 0; i--) {
+      DistributedLock m = targets.get(i);
+      int before = localCount(m);
       try {
-        order.get(i).unlock();
+        m.unlock();
       } catch (RuntimeException e) {
         failures.add(e);
-        failed.add(order.get(i).getName());
+        failed.add(m.getName());
+        if (!(e instanceof IllegalMonitorStateException) && before != 0
+            && localCount(m) == before) {
+          stillHeld.add(0, m); // nothing changed for it: the next unlock() releases it
+        }
       }
+    }
+    if (!stillHeld.isEmpty() && stillHeld.size() < order.size()) {
+      List<String> notHeldNames = new ArrayList<>();
+      for (int i = 0; i < failures.size(); i++) {
+        if (failures.get(i) instanceof IllegalMonitorStateException) {
+          notHeldNames.add(failed.get(i));
+        }
+      }
+      owed.put(threadId, new Owed(List.copyOf(stillHeld), failures.stream()
+          .filter(IllegalMonitorStateException.class::isInstance).toList(),
+          List.copyOf(notHeldNames)));
     }
     if (failures.isEmpty()) {
       return;
@@ -168,6 +213,15 @@ final class MultiLock extends CompositeLock {
       }
     }
     throw thrown;
+  }
+
+  /**
+   * {@return the calling thread's hold count of {@code m} as this client knows it, without I/O:
+   * 0 if it holds nothing (or its final release is in doubt), -1 if unknown (not a lock of this
+   * engine)}
+   */
+  private static int localCount(DistributedLock m) {
+    return m instanceof RedisLock r ? r.localHoldCount() : -1;
   }
 
   /**

@@ -1103,6 +1103,15 @@ final class RedisLock implements FencedLock {
     return count == null ? 0 : Integer.parseInt(count);
   }
 
+  /**
+   * {@return the calling thread's open sections of this lock as this client counts them, without
+   * I/O: those of a lost hold included (until unlocked), 0 once its final release was sent}
+   */
+  int localHoldCount() {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    return hold == null ? 0 : hold.count();
+  }
+
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();
