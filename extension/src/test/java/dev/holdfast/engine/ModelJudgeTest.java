@@ -134,6 +134,18 @@ class ModelJudgeTest {
   }
 
   @Test
+  void redirectionQuoted_isAViolationUnlessTheCallWasRefusedForAllOfItsTime() {
+    long budget = SETTINGS.timeoutMillis() * 1_000L * (RedisTopology.ATTEMPTS + 1);
+    String moved = "Redis did not run the acquire script on key m0: MOVED 7798 127.0.0.1:7001";
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, "m0", "", "tryLock()",
+        "LOCK_EXCEPTION", T, T + 1_000, 0, 0, 0, "", moved)); // gave up at once: not followed
+    events.add(new ModelEvent(Kind.CALL, "p0", "B", "B", 2, "m0", "", "tryLock()",
+        "LOCK_EXCEPTION", T, T + budget + 5_000, 0, 0, 0, "", moved)); // refused throughout
+
+    assertEquals(List.of("outcomes"), checks());
+  }
+
+  @Test
   void holdCountMismatch_countsOnlyWhenQuiet() {
     episode("a", "A", 1, T, T + 10, T + 9_000_000, "UNLOCKED");
     fault(T + 1_000_000, T + 2_000_000);
