@@ -79,6 +79,7 @@ final class MultiLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
+    keepOnlyHeldOwed(Thread.currentThread().getId());
     long start = System.nanoTime();
     int n = order.size();
     int first = 0;
@@ -143,10 +144,11 @@ final class MultiLock extends CompositeLock {
    * Releases one hold of every member, newest-acquired first, trying every one whatever the
    * others do.
    *
-   * <p>If this throws {@link LockException} after some members were released while others stay
-   * held by this thread (their release did not run: Redis did not answer or refused), the
-   * thread's next {@code unlock()} completes that same release: it releases only those others
-   * (so no member is released twice), and reports then the members found not held before.
+   * <p>If this throws {@link LockException}, the thread's next {@code unlock()} completes that
+   * same release: it calls again only the members whose release failed (re-sending a release
+   * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
+   * does), so no member is released twice, and it reports then the members found not held
+   * before.
    *
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
@@ -159,35 +161,34 @@ final class MultiLock extends CompositeLock {
   public void unlock() {
     long threadId = Thread.currentThread().getId();
     Owed rest = owed.remove(threadId);
-    if (rest != null && rest.members().stream().anyMatch(m -> localCount(m) == 0)) {
-      rest = null; // stale: what it owed is gone (lost or released), so this is a new release
-    }
-    List<DistributedLock> targets = rest == null ? order : rest.members();
+    // A member that is done meanwhile (its record forgotten) has nothing left to release.
+    List<DistributedLock> targets = rest == null ? order
+        : rest.members().stream().filter(MultiLock::owesUnlock).toList();
     List<RuntimeException> failures = new ArrayList<>(rest == null ? List.of() : rest.notHeld());
     List<String> failed = new ArrayList<>(rest == null ? List.of() : rest.notHeldNames());
-    List<DistributedLock> stillHeld = new ArrayList<>();
+    List<DistributedLock> unsettled = new ArrayList<>();
     for (int i = targets.size() - 1; i >= 0; i--) {
       DistributedLock m = targets.get(i);
-      int before = localCount(m);
       try {
         m.unlock();
       } catch (RuntimeException e) {
         failures.add(e);
         failed.add(m.getName());
-        if (!(e instanceof IllegalMonitorStateException) && before != 0
-            && localCount(m) == before) {
-          stillHeld.add(0, m); // nothing changed for it: the next unlock() releases it
+        if (!(e instanceof IllegalMonitorStateException)) {
+          // Not run (still held), or in doubt (ended, settled by its retry): either way the
+          // member's own unlock() is what finishes it, as for a single lock.
+          unsettled.add(0, m);
         }
       }
     }
-    if (!stillHeld.isEmpty() && stillHeld.size() < order.size()) {
+    if (!unsettled.isEmpty()) {
       List<String> notHeldNames = new ArrayList<>();
       for (int i = 0; i < failures.size(); i++) {
         if (failures.get(i) instanceof IllegalMonitorStateException) {
           notHeldNames.add(failed.get(i));
         }
       }
-      owed.put(threadId, new Owed(List.copyOf(stillHeld), failures.stream()
+      owed.put(threadId, new Owed(List.copyOf(unsettled), failures.stream()
           .filter(IllegalMonitorStateException.class::isInstance).toList(),
           List.copyOf(notHeldNames)));
     }
@@ -216,12 +217,24 @@ final class MultiLock extends CompositeLock {
   }
 
   /**
-   * {@return the calling thread's hold count of {@code m} as this client knows it, without I/O:
-   * 0 if it holds nothing (or its final release is in doubt), -1 if unknown (not a lock of this
-   * engine)}
+   * {@return whether {@code m}'s unlock() still has something to do for the calling thread: open
+   * sections, or a final release in doubt (true if {@code m} is not a lock of this engine)}
    */
-  private static int localCount(DistributedLock m) {
-    return m instanceof RedisLock r ? r.localHoldCount() : -1;
+  private static boolean owesUnlock(DistributedLock m) {
+    return !(m instanceof RedisLock r) || r.owesUnlock();
+  }
+
+  /**
+   * Before an acquisition: what a failed unlock() owes stays owed only for members still held
+   * (an inner release that did not run); a final release in doubt is settled by the
+   * acquisition itself, after which that member's next unlock() belongs to the new hold.
+   */
+  private void keepOnlyHeldOwed(long threadId) {
+    owed.computeIfPresent(threadId, (id, o) -> {
+      List<DistributedLock> held = o.members().stream()
+          .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
+      return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldNames());
+    });
   }
 
   /**

@@ -1112,6 +1112,15 @@ final class RedisLock implements FencedLock {
     return hold == null ? 0 : hold.count();
   }
 
+  /**
+   * {@return whether unlock() has something to do for the calling thread, without I/O: open
+   * sections (of a lost hold too), or a final release in doubt to settle}
+   */
+  boolean owesUnlock() {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    return hold != null && (hold.count() > 0 || hold.endedInDoubt());
+  }
+
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();
