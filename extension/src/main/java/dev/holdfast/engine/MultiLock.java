@@ -27,8 +27,9 @@ import java.util.concurrent.locks.Condition;
  * names usually do not collide at all.
  *
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
- * thread-bound), so members may be of any kind and from any client. Thread-safe; its only state
- * is what a failed {@link #unlock()} still owes, per thread.
+ * thread-bound), so members may be of any kind and from any client. Thread-safe; the only state
+ * is what a failed {@link #unlock()} still owes, per thread and set of members (shared by every
+ * handle of the same members).
  */
 final class MultiLock extends CompositeLock {
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
@@ -39,10 +40,17 @@ final class MultiLock extends CompositeLock {
   /** The members in acquisition order: by name, then as given. */
   private final List<DistributedLock> order;
   /**
-   * Per thread id: the rest of an unlock() that released some members and failed for others
-   * that stay held (Redis did not answer or refused); the thread's next unlock() finishes it.
+   * Per multi-lock (its members, whichever handle names them: applications usually get a new
+   * handle for each use) and thread: the rest of an unlock() that failed for some members; the
+   * thread's next unlock() of those members finishes it. An entry lives until then, or until
+   * the thread's next acquisition finds nothing of it still held.
    */
-  private final Map<Long, Owed> owed = new ConcurrentHashMap<>();
+  private static final Map<OwedKey, Owed> OWED = new ConcurrentHashMap<>();
+  /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
+  private final List<Object> identities;
+
+  private record OwedKey(List<Object> members, long threadId) {
+  }
 
   /**
    * What a failed unlock() left to do: the members still to release (acquisition order) and
@@ -57,6 +65,7 @@ final class MultiLock extends CompositeLock {
     List<DistributedLock> sorted = new ArrayList<>(group.members());
     sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
     this.order = List.copyOf(sorted);
+    this.identities = order.stream().map(LockGroup::identity).toList();
   }
 
   /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
@@ -160,7 +169,7 @@ final class MultiLock extends CompositeLock {
   @Override
   public void unlock() {
     long threadId = Thread.currentThread().getId();
-    Owed rest = owed.remove(threadId);
+    Owed rest = OWED.remove(new OwedKey(identities, threadId));
     // A member that is done meanwhile (its record forgotten) has nothing left to release.
     List<DistributedLock> targets = rest == null ? order
         : rest.members().stream().filter(MultiLock::owesUnlock).toList();
@@ -188,8 +197,8 @@ final class MultiLock extends CompositeLock {
           notHeldNames.add(failed.get(i));
         }
       }
-      owed.put(threadId, new Owed(List.copyOf(unsettled), failures.stream()
-          .filter(IllegalMonitorStateException.class::isInstance).toList(),
+      OWED.put(new OwedKey(identities, threadId), new Owed(List.copyOf(unsettled),
+          failures.stream().filter(IllegalMonitorStateException.class::isInstance).toList(),
           List.copyOf(notHeldNames)));
     }
     if (failures.isEmpty()) {
@@ -230,7 +239,7 @@ final class MultiLock extends CompositeLock {
    * acquisition itself, after which that member's next unlock() belongs to the new hold.
    */
   private void keepOnlyHeldOwed(long threadId) {
-    owed.computeIfPresent(threadId, (id, o) -> {
+    OWED.computeIfPresent(new OwedKey(identities, threadId), (id, o) -> {
       List<DistributedLock> held = o.members().stream()
           .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
       return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldNames());

@@ -184,7 +184,8 @@ class MultiLockTest {
       assertTrue(e.getMessage().contains("1 of 2 released"), e.getMessage());
       two.configSet("min-replicas-to-write", "0");
     }
-    multi.unlock(); // the same release again: only b is still owed one
+    // The same release again, through a new handle as applications do: only b is owed one.
+    client.getMultiLock(a, b).unlock();
     assertEquals(1, a.getHoldCount(), "a released once per unlock()");
     assertEquals(1, b.getHoldCount());
     assertEquals(1, multi.getHoldCount());
