@@ -60,7 +60,7 @@ final class LockGroup {
    * sides of one read-write lock are two locks; handles of other classes are only the same as
    * themselves.
    */
-  private static Object identity(DistributedLock lock) {
+  static Object identity(DistributedLock lock) {
     if (lock instanceof RedisLock r) {
       return List.of(r.engine(), r.holdKey());
     }

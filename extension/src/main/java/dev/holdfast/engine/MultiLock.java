@@ -5,6 +5,8 @@ import dev.holdfast.LockException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -25,7 +27,9 @@ import java.util.concurrent.locks.Condition;
  * names usually do not collide at all.
  *
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
- * thread-bound), so members may be of any kind and from any client. Immutable and thread-safe.
+ * thread-bound), so members may be of any kind and from any client. Thread-safe; the only state
+ * is what a failed {@link #unlock()} still owes, per thread and set of members (shared by every
+ * handle of the same members).
  */
 final class MultiLock extends CompositeLock {
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
@@ -35,12 +39,33 @@ final class MultiLock extends CompositeLock {
   private final LockGroup group;
   /** The members in acquisition order: by name, then as given. */
   private final List<DistributedLock> order;
+  /**
+   * Per multi-lock (its members, whichever handle names them: applications usually get a new
+   * handle for each use) and thread: the rest of an unlock() that failed for some members; the
+   * thread's next unlock() of those members finishes it. An entry lives until then, or until
+   * the thread's next acquisition finds nothing of it still held.
+   */
+  private static final Map<OwedKey, Owed> OWED = new ConcurrentHashMap<>();
+  /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
+  private final List<Object> identities;
+
+  private record OwedKey(List<Object> members, long threadId) {
+  }
+
+  /**
+   * What a failed unlock() left to do: the members still to release (acquisition order) and
+   * the members it found not held, reported when the rest is done.
+   */
+  private record Owed(List<DistributedLock> members, List<RuntimeException> notHeld,
+      List<String> notHeldNames) {
+  }
 
   MultiLock(DistributedLock... locks) {
     this.group = LockGroup.of("multi-lock", locks);
     List<DistributedLock> sorted = new ArrayList<>(group.members());
     sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
     this.order = List.copyOf(sorted);
+    this.identities = order.stream().map(LockGroup::identity).toList();
   }
 
   /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
@@ -63,6 +88,7 @@ final class MultiLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
+    keepOnlyHeldOwed(Thread.currentThread().getId());
     long start = System.nanoTime();
     int n = order.size();
     int first = 0;
@@ -127,6 +153,12 @@ final class MultiLock extends CompositeLock {
    * Releases one hold of every member, newest-acquired first, trying every one whatever the
    * others do.
    *
+   * <p>If this throws {@link LockException}, the thread's next {@code unlock()} completes that
+   * same release: it calls again only the members whose release failed (re-sending a release
+   * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
+   * does), so no member is released twice, and it reports then the members found not held
+   * before.
+   *
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
    * @throws LockException if some release failed otherwise (Redis unreachable); every member's
@@ -136,15 +168,38 @@ final class MultiLock extends CompositeLock {
    */
   @Override
   public void unlock() {
-    List<RuntimeException> failures = new ArrayList<>();
-    List<String> failed = new ArrayList<>();
-    for (int i = order.size() - 1; i >= 0; i--) {
+    long threadId = Thread.currentThread().getId();
+    Owed rest = OWED.remove(new OwedKey(identities, threadId));
+    // A member that is done meanwhile (its record forgotten) has nothing left to release.
+    List<DistributedLock> targets = rest == null ? order
+        : rest.members().stream().filter(MultiLock::owesUnlock).toList();
+    List<RuntimeException> failures = new ArrayList<>(rest == null ? List.of() : rest.notHeld());
+    List<String> failed = new ArrayList<>(rest == null ? List.of() : rest.notHeldNames());
+    List<DistributedLock> unsettled = new ArrayList<>();
+    for (int i = targets.size() - 1; i >= 0; i--) {
+      DistributedLock m = targets.get(i);
       try {
-        order.get(i).unlock();
+        m.unlock();
       } catch (RuntimeException e) {
         failures.add(e);
-        failed.add(order.get(i).getName());
+        failed.add(m.getName());
+        if (!(e instanceof IllegalMonitorStateException)) {
+          // Not run (still held), or in doubt (ended, settled by its retry): either way the
+          // member's own unlock() is what finishes it, as for a single lock.
+          unsettled.add(0, m);
+        }
       }
+    }
+    if (!unsettled.isEmpty()) {
+      List<String> notHeldNames = new ArrayList<>();
+      for (int i = 0; i < failures.size(); i++) {
+        if (failures.get(i) instanceof IllegalMonitorStateException) {
+          notHeldNames.add(failed.get(i));
+        }
+      }
+      OWED.put(new OwedKey(identities, threadId), new Owed(List.copyOf(unsettled),
+          failures.stream().filter(IllegalMonitorStateException.class::isInstance).toList(),
+          List.copyOf(notHeldNames)));
     }
     if (failures.isEmpty()) {
       return;
@@ -168,6 +223,27 @@ final class MultiLock extends CompositeLock {
       }
     }
     throw thrown;
+  }
+
+  /**
+   * {@return whether {@code m}'s unlock() still has something to do for the calling thread: open
+   * sections, or a final release in doubt (true if {@code m} is not a lock of this engine)}
+   */
+  private static boolean owesUnlock(DistributedLock m) {
+    return !(m instanceof RedisLock r) || r.owesUnlock();
+  }
+
+  /**
+   * Before an acquisition: what a failed unlock() owes stays owed only for members still held
+   * (an inner release that did not run); a final release in doubt is settled by the
+   * acquisition itself, after which that member's next unlock() belongs to the new hold.
+   */
+  private void keepOnlyHeldOwed(long threadId) {
+    OWED.computeIfPresent(new OwedKey(identities, threadId), (id, o) -> {
+      List<DistributedLock> held = o.members().stream()
+          .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
+      return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldNames());
+    });
   }
 
   /**

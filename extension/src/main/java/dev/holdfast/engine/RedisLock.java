@@ -805,8 +805,8 @@ final class RedisLock implements FencedLock {
       if (expected == 1) {
         // Ran or not (refused by a migration to the end), the caller asked to end the hold: it
         // is over for the thread, never renewed, and released in the background.
-        engine.endInDoubt(hold, requestId, "abandon", leaseLeft);
-        throw inDoubt("unlock()", "the release completes", leaseLeft, e);
+        throw endInDoubt(hold, requestId, "abandon", leaseLeft,
+            inDoubt("unlock()", "the release completes", leaseLeft, e));
       }
       if (e.mayHaveRun()) { // else nothing ran: the section stays open, as before the call
         hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
@@ -928,9 +928,9 @@ final class RedisLock implements FencedLock {
       }
       // The releaser's hold ends either way and is released in the background; an uncertain
       // waiter settles its side as its own unanswered acquisition (see finally).
-      engine.endInDoubt(hold, releaseId, "abandon", leaseLeft);
-      throw inDoubt("unlock() handing the lock to another thread", "the release completes",
-          leaseLeft, e);
+      throw endInDoubt(hold, releaseId, "abandon", leaseLeft,
+          inDoubt("unlock() handing the lock to another thread", "the release completes",
+              leaseLeft, e));
     } catch (RuntimeException e) {
       hold.ending(false); // answered with an error: nothing changed, the hold goes on
       throw e;
@@ -1003,9 +1003,9 @@ final class RedisLock implements FencedLock {
       }
     } catch (RedisUnavailableException e) {
       // Sealed, not undone: kept as asked if it ran, else the field expires with its lease.
-      engine.endInDoubt(hold, requestId, "release", Math.max(leaseLeft, keep));
-      throw inDoubt("unlock() keeping the lock " + keep + "ms", "the keep is settled",
-          Math.max(leaseLeft, keep), e);
+      throw endInDoubt(hold, requestId, "release", Math.max(leaseLeft, keep),
+          inDoubt("unlock() keeping the lock " + keep + "ms", "the keep is settled",
+              Math.max(leaseLeft, keep), e));
     } catch (RuntimeException e) {
       hold.ending(false); // answered with an error: nothing changed, the hold goes on
       throw e;
@@ -1039,6 +1039,24 @@ final class RedisLock implements FencedLock {
     LOG.log(System.Logger.Level.WARNING, () -> call + " of lock '" + names.name() + "' was "
         + "acknowledged by " + replicated.acknowledged() + " of " + replicated.replicas()
         + " replicas in time: after a failover the lock may be held again until its lease ends");
+  }
+
+  /**
+   * The final call of {@code hold} got no answer: ends the hold in doubt ({@link
+   * LockEngine#endInDoubt}) and returns what the caller throws: {@code inDoubt}, or, if the
+   * hold was declared lost while that call was in flight (its lease passed: the call was
+   * refused or unanswered for longer, and its LockLost is out), the loss, as an unlock of a
+   * lost hold reports it; a retry would find nothing left to say it.
+   */
+  private RuntimeException endInDoubt(Hold hold, String requestId, String kind, long leaseMillis,
+      LockException inDoubt) {
+    engine.endInDoubt(hold, requestId, kind, leaseMillis);
+    if (!hold.active()) {
+      IllegalMonitorStateException lost = new IllegalMonitorStateException(lostMessage(hold));
+      lost.addSuppressed(inDoubt);
+      return lost;
+    }
+    return inDoubt;
   }
 
   /** An unlock of a lost hold: closes the section locally and says why it was lost. */
@@ -1109,6 +1127,24 @@ final class RedisLock implements FencedLock {
     String count = query(() -> engine.topology().commands()
         .hget(names.key(), names.field(engine.fieldOf(threadId))));
     return count == null ? 0 : Integer.parseInt(count);
+  }
+
+  /**
+   * {@return the calling thread's open sections of this lock as this client counts them, without
+   * I/O: those of a lost hold included (until unlocked), 0 once its final release was sent}
+   */
+  int localHoldCount() {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    return hold == null ? 0 : hold.count();
+  }
+
+  /**
+   * {@return whether unlock() has something to do for the calling thread, without I/O: open
+   * sections (of a lost hold too), or a final release in doubt to settle}
+   */
+  boolean owesUnlock() {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    return hold != null && (hold.count() > 0 || hold.endedInDoubt());
   }
 
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */

@@ -85,6 +85,67 @@ class ModelJudgeTest {
   }
 
   @Test
+  void retriedFinalRelease_sentBeforeTheLeaseRanOut_mayFailOrSucceedAfterIt() {
+    // The final release got no answer before the lease ran out: the hold ended when it was
+    // sent, and its retries settle it (DistributedLock#unlock), lost or not.
+    episode("a", "A", 1, T, T + 10, T + 3_200_000, "UNLOCKED");
+    call("A", 1, "a", "unlock", "LOCK_EXCEPTION", T + 1_000_000, 1, 1, "", "no answer");
+    call("A", 1, "a", "unlock", "LOCK_EXCEPTION", T + 3_000_000, 1, 1, "lost:lease", "refused");
+    call("A", 1, "a", "unlock", "OK", T + 3_100_000, 1, 0, "lost:lease", "");
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void finalReleaseFirstSentAfterTheLeaseRanOut_mustSayLost() {
+    episode("a", "A", 1, T, T + 10, T + 3_200_000, "UNLOCKED");
+    call("A", 1, "a", "unlock", "LOCK_EXCEPTION", T + 3_000_000, 1, 1, "lost:lease", "refused");
+    call("A", 1, "a", "unlock", "OK", T + 3_100_000, 1, 0, "lost:lease", "");
+
+    assertEquals(List.of("lost-calls", "lost-calls"), checks());
+  }
+
+  @Test
+  void multiLockUnlock_withAMemberLost_mayFailWhileAnotherFails_butItsRetryMustSayLost() {
+    multiEpisode("a", T, T + 3_000_000);
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n0", "", "LockLost", "",
+        T + 1_000_000, T + 1_000_100, 0, 0, 0, "", "expired"));
+    multiUnlock("LOCK_EXCEPTION", T + 2_000_000, "failed for [n1, n0]: LOADING");
+    multiUnlock("OK", T + 2_100_000, "");
+
+    assertEquals(List.of("lost-calls"), checks()); // the retry, not the first failure
+
+    events.removeIf(e -> e.op().equals("unlock") && e.outcome().equals("OK"));
+    multiUnlock("IMSE", T + 2_100_000, "failed for [n0]: Lock 'n0' was lost: expired");
+    assertEquals(List.of(), checks());
+  }
+
+  private void multiEpisode(String id, long start, long end) {
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", "A", "A", 1, ModelLocks.MULTI, id,
+        "lock()", "", start, start + 10, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", "A", "A", 1, ModelLocks.MULTI, id, "",
+        "LOST", end, end, 0, 0, 0, "", ""));
+  }
+
+  private void multiUnlock(String outcome, long start, String text) {
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "a", "unlock",
+        outcome, start, start + 1_000, 1, outcome.equals("LOCK_EXCEPTION") ? 1 : 0, 0,
+        "lost:reported", text));
+  }
+
+  @Test
+  void redirectionQuoted_isAViolationUnlessTheCallWasRefusedForAllOfItsTime() {
+    long budget = SETTINGS.timeoutMillis() * 1_000L * (RedisTopology.ATTEMPTS + 1);
+    String moved = "Redis did not run the acquire script on key m0: MOVED 7798 127.0.0.1:7001";
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, "m0", "", "tryLock()",
+        "LOCK_EXCEPTION", T, T + 1_000, 0, 0, 0, "", moved)); // gave up at once: not followed
+    events.add(new ModelEvent(Kind.CALL, "p0", "B", "B", 2, "m0", "", "tryLock()",
+        "LOCK_EXCEPTION", T, T + budget + 5_000, 0, 0, 0, "", moved)); // refused throughout
+
+    assertEquals(List.of("outcomes"), checks());
+  }
+
+  @Test
   void holdCountMismatch_countsOnlyWhenQuiet() {
     episode("a", "A", 1, T, T + 10, T + 9_000_000, "UNLOCKED");
     fault(T + 1_000_000, T + 2_000_000);

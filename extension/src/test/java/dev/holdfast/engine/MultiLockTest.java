@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
+import dev.holdfast.LockException;
 import dev.holdfast.testing.ExclusionProbe;
 import dev.holdfast.testing.RedisExtension;
 import java.util.ArrayList;
@@ -162,6 +163,54 @@ class MultiLockTest {
         && e.getMessage().contains("lost"), e.getMessage());
     assertEquals(1, e.getSuppressed().length);
     assertFalse(multi.isLocked(), "a and c released although b failed");
+  }
+
+  /**
+   * A retried unlock() finishes the failed one and releases no member twice (found by the
+   * cluster model test: a release refused by a migration, then the retry released the other
+   * member a second time and reported it "not held", with no loss at all).
+   */
+  @Test
+  void unlock_retriedAfterOneMemberWasRefused_releasesOnlyThatMember() {
+    LockClient onServer2 = clients.create(redis2.config());
+    DistributedLock a = client.getLock("a");
+    DistributedLock b = onServer2.getLock("b");
+    DistributedLock multi = client.getMultiLock(a, b);
+    multi.lock();
+    multi.lock();
+    try (Jedis two = redis2.server().admin()) {
+      two.configSet("min-replicas-to-write", "1"); // every write refused: b's release never runs
+      LockException e = assertThrows(LockException.class, multi::unlock);
+      assertTrue(e.getMessage().contains("1 of 2 released"), e.getMessage());
+      two.configSet("min-replicas-to-write", "0");
+    }
+    // The same release again, through a new handle as applications do: only b is owed one.
+    client.getMultiLock(a, b).unlock();
+    assertEquals(1, a.getHoldCount(), "a released once per unlock()");
+    assertEquals(1, b.getHoldCount());
+    assertEquals(1, multi.getHoldCount());
+    multi.unlock();
+    assertFalse(multi.isLocked());
+    assertThrows(IllegalMonitorStateException.class, multi::unlock);
+  }
+
+  /** A member lost while another's release failed: the retry reports the loss once done. */
+  @Test
+  void unlock_retriedAfterAFailure_reportsTheMemberLostBefore() {
+    LockClient onServer2 = clients.create(redis2.config());
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), onServer2.getLock("b"));
+    multi.lock();
+    try (Jedis one = redis.server().admin(); Jedis two = redis2.server().admin()) {
+      one.del("a"); // as if Redis lost it
+      two.configSet("min-replicas-to-write", "1");
+      assertThrows(LockException.class, multi::unlock);
+      two.configSet("min-replicas-to-write", "0");
+    }
+    IllegalMonitorStateException e =
+        assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    assertTrue(e.getMessage().contains("lost") && e.getMessage().contains("[a]"),
+        e.getMessage());
+    assertFalse(multi.isLocked());
   }
 
   @Test
