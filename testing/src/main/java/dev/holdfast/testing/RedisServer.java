@@ -404,7 +404,8 @@ public final class RedisServer implements AutoCloseable {
   /**
    * Starts a new server that replicates this one ({@code --replicaof 127.0.0.1 <port>}, plus
    * this server's extra arguments and {@code --masterauth} if it has a password), and waits (at
-   * most 10 s) until the replica reports {@code master_link_status:up}.
+   * most 10 s) until the replica reports {@code master_link_status:up} and this server counts it
+   * {@code online}.
    *
    * @return the replica; the caller closes it
    * @throws IllegalStateException if this is a sentinel or cluster node, or the link does not
@@ -439,10 +440,34 @@ public final class RedisServer implements AutoCloseable {
       Await.until(START_TIMEOUT,
           () -> "up".equals(replica.info("replication", "master_link_status")),
           replica + " is linked to its master " + this);
+      // The replica's link is up before its master counts it online, and once online it may
+      // still take a moment to acknowledge: a test that counts on WAIT starts after both.
+      Await.until(START_TIMEOUT, () -> countsOnline(replica.port()) && acknowledgesWrites(),
+          this + " counts its replica " + replica + " online, acknowledging");
       return replica;
     } catch (RuntimeException | Error e) {
       replica.close();
       throw e;
+    }
+  }
+
+  /** Whether this server's {@code INFO replication} lists the replica on {@code port} online. */
+  private boolean countsOnline(int port) {
+    try (Jedis jedis = connect(500, 2_000)) {
+      return jedis.info("replication").lines()
+          .anyMatch(line -> line.startsWith("slave") && line.contains(",port=" + port + ",")
+              && line.contains("state=online"));
+    }
+  }
+
+  /**
+   * Whether a write of this server (a PUBLISH, which replicates without touching the keyspace)
+   * is acknowledged by at least one replica within 200 ms.
+   */
+  private boolean acknowledgesWrites() {
+    try (Jedis jedis = connect(500, 2_000)) {
+      jedis.publish("holdfast-testing:replica-ready", "");
+      return jedis.waitReplicas(1, 200) >= 1;
     }
   }
 
