@@ -1,5 +1,7 @@
 package dev.holdfast;
 
+import java.time.Duration;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
@@ -126,6 +128,40 @@ public interface DistributedLock extends Lock {
    * @throws IllegalArgumentException if {@code leaseTime} is not between 1 ms and 365 days
    */
   boolean tryLock(long waitTime, long leaseTime, TimeUnit unit) throws InterruptedException;
+
+  /**
+   * Acquires a hold that belongs to the returned object instead of the calling thread: it may be
+   * released from any thread, it is not reentrant, and it excludes every other owner of the lock,
+   * the calling thread's own holds included (so a thread that holds the lock and calls this waits
+   * for itself until {@code waitTime} elapses).
+   *
+   * @param waitTime the most to wait for other holders; {@code null}: as long as it takes;
+   *     zero or negative: do not wait
+   * @param leaseTime a fixed lease (1 ms to 365 days, never renewed); {@code null}: the watchdog
+   *     keeps the hold until it is released
+   * @return the hold, held
+   * @throws LockNotAcquiredException if the wait elapsed with the lock held by someone else
+   * @throws InterruptedException if the thread is interrupted on entry or while waiting
+   * @throws IllegalArgumentException if {@code leaseTime} is out of range
+   * @throws LockException if Redis cannot be reached
+   */
+  LockHold acquire(Duration waitTime, Duration leaseTime) throws InterruptedException;
+
+  /**
+   * Like {@link #acquire(Duration, Duration)}, without blocking the calling thread, not even for
+   * the first call to Redis. The stage completes on a thread of the client (never the caller's);
+   * move dependent work off it with the {@code *Async} methods and an executor of your own (in a
+   * CDI container, preferably its {@code ManagedExecutor}).
+   *
+   * @param waitTime as for {@link #acquire(Duration, Duration)}
+   * @param leaseTime as for {@link #acquire(Duration, Duration)}
+   * @return a stage completed with the hold once held, or exceptionally with
+   *     {@link LockNotAcquiredException} when the wait elapses, {@link LockException} when Redis
+   *     cannot be reached; cancelling it before it completes gives up the acquisition (a hold
+   *     granted meanwhile is released)
+   * @throws IllegalArgumentException if {@code leaseTime} is out of range
+   */
+  CompletionStage<LockHold> acquireAsync(Duration waitTime, Duration leaseTime);
 
   /**
    * Releases one hold of this thread. The last release deletes the lock and wakes a waiter; an

@@ -53,6 +53,18 @@ abstract class CompositeLock implements DistributedLock {
     return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
   }
 
+  @Override
+  public dev.holdfast.LockHold acquire(java.time.Duration waitTime, java.time.Duration leaseTime)
+      throws InterruptedException {
+    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  }
+
+  @Override
+  public java.util.concurrent.CompletionStage<dev.holdfast.LockHold> acquireAsync(
+      java.time.Duration waitTime, java.time.Duration leaseTime) {
+    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  }
+
   private void acquireUninterruptibly(long leaseMillis) {
     try {
       acquire(NONE, leaseMillis, false);

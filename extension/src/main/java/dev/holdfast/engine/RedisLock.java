@@ -1073,6 +1073,18 @@ final class RedisLock implements FencedLock {
   }
 
   @Override
+  public dev.holdfast.LockHold acquire(java.time.Duration waitTime, java.time.Duration leaseTime)
+      throws InterruptedException {
+    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  }
+
+  @Override
+  public java.util.concurrent.CompletionStage<dev.holdfast.LockHold> acquireAsync(
+      java.time.Duration waitTime, java.time.Duration leaseTime) {
+    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  }
+
+  @Override
   public Condition newCondition() {
     throw new UnsupportedOperationException("DistributedLock has no conditions");
   }
