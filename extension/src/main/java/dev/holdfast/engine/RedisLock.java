@@ -1187,7 +1187,10 @@ final class RedisLock implements FencedLock {
       try {
         owned = acquireOwned(waitTime, waitNanos, lease);
       } catch (InterruptedException e) {
-        failure = new LockNotAcquiredException(names.name(), waitTime, e);
+        failure = engine.closed() // interrupted by the close
+            ? new IllegalStateException("The lock client is closed (lock '" + names.name()
+                + "')", e)
+            : new LockNotAcquiredException(names.name(), waitTime, e);
       } catch (Throwable t) {
         failure = t;
       } finally {

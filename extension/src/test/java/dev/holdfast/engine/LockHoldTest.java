@@ -502,7 +502,7 @@ class LockHoldTest {
         () -> Clients.engine(closing).waitedChannels().size() == 1, "it waits");
     closing.close();
     CompletionException e = assertThrows(CompletionException.class, f::join);
-    assertNotNull(e.getCause());
+    assertInstanceOf(IllegalStateException.class, e.getCause());
     assertTrue(closing.getLock("closing").acquireAsync(null, null).toCompletableFuture()
         .isCompletedExceptionally(), "nothing runs on a closed client");
   }
