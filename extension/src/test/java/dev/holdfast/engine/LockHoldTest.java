@@ -306,19 +306,82 @@ class LockHoldTest {
   @Test
   void acquireAsync_completesOnAClientThread_andReleaseAsyncReleases() throws Exception {
     DistributedLock lock = client.getLock("async");
-    String caller = Thread.currentThread().getName();
-    AtomicReference<String> completedOn = new AtomicReference<>();
-    LockHold hold = lock.acquireAsync(Duration.ofSeconds(5), null)
-        .whenComplete((h, t) -> completedOn.compareAndSet(null, Thread.currentThread().getName()))
-        .toCompletableFuture().get(20, TimeUnit.SECONDS);
+    lock.lock(); // so that the stage is still pending when the callbacks are attached
+    AtomicReference<Thread> acquiredOn = new AtomicReference<>();
+    CompletableFuture<LockHold> f = lock.acquireAsync(Duration.ofSeconds(20), null)
+        .whenComplete((h, t) -> acquiredOn.set(Thread.currentThread())).toCompletableFuture();
+    lock.unlock();
+    LockHold hold = f.get(20, TimeUnit.SECONDS);
     assertTrue(hold.isHeld());
-    assertNotNull(completedOn.get());
-    assertFalse(caller.equals(completedOn.get()) && !hold.isHeld());
+    assertTrue(acquiredOn.get().getName().startsWith("holdfast-async-"),
+        "completed on " + acquiredOn.get());
+    assertTrue(acquiredOn.get().isDaemon(), "never keeps the JVM alive");
+    if (Runtime.version().feature() >= 21) {
+      assertTrue((Boolean) Thread.class.getMethod("isVirtual").invoke(acquiredOn.get()),
+          "a virtual thread per acquisition where the JVM has them: " + acquiredOn.get());
+    }
     assertFalse(onOtherThread(() -> other.getLock("async").tryLock()));
-    hold.releaseAsync().toCompletableFuture().get(20, TimeUnit.SECONDS);
+    AtomicReference<Thread> releasedOn = new AtomicReference<>();
+    CountDownLatch gate = new CountDownLatch(1);
+    CompletableFuture<Void> released = CompletableFuture.runAsync(() -> {
+      try {
+        gate.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }, threads).thenCompose(v -> hold.releaseAsync())
+        .whenComplete((v, t) -> releasedOn.compareAndSet(null, Thread.currentThread()));
+    gate.countDown();
+    released.get(20, TimeUnit.SECONDS);
+    assertTrue(releasedOn.get().getName().startsWith("holdfast-async-"),
+        "released on " + releasedOn.get());
     assertFalse(hold.isHeld());
     assertFalse(lock.isLocked());
     hold.releaseAsync().toCompletableFuture().get(20, TimeUnit.SECONDS); // second: nothing
+  }
+
+  @Test
+  void concurrentReleases_releaseOnce() throws Exception {
+    DistributedLock lock = client.getLock("twice");
+    for (int round = 0; round < 20; round++) {
+      LockHold hold = lock.acquire(null, null);
+      CountDownLatch go = new CountDownLatch(1);
+      Future<?> a = threads.submit(() -> {
+        go.await();
+        hold.release();
+        return null;
+      });
+      Future<?> b = threads.submit(() -> {
+        go.await();
+        hold.releaseAsync().toCompletableFuture().join();
+        return null;
+      });
+      go.countDown();
+      a.get(20, TimeUnit.SECONDS);
+      b.get(20, TimeUnit.SECONDS);
+      assertFalse(hold.isHeld());
+      assertFalse(lock.isLocked(), "round " + round);
+    }
+    assertEquals(0, losses.count(), losses.toString());
+  }
+
+  @Test
+  void releaseInDoubt_endsTheHold_andCompletesInTheBackground() throws Exception {
+    LockClient quick = clients.create(config, "holdfast.redis.timeout", "300ms");
+    DistributedLock lock = quick.getLock("doubt");
+    LockHold hold = lock.acquire(null, null);
+    redis.server().pause();
+    try {
+      RuntimeException e = assertThrows(RuntimeException.class, hold::release);
+      assertInstanceOf(dev.holdfast.LockException.class, e, String.valueOf(e));
+      assertTrue(e.getMessage().contains("LockHold"), e.getMessage());
+      assertFalse(hold.isHeld(), "over for its owner, whatever Redis did");
+    } finally {
+      redis.server().resume();
+    }
+    hold.release(); // nothing: it ended
+    Await.until(Duration.ofSeconds(30), () -> !lock.isLocked(), "released in the background");
+    assertTrue(onOtherThread(() -> other.getLock("doubt").tryLock()));
   }
 
   @Test
