@@ -322,16 +322,15 @@ class LockHoldTest {
     }
     assertFalse(onOtherThread(() -> other.getLock("async").tryLock()));
     AtomicReference<Thread> releasedOn = new AtomicReference<>();
-    CountDownLatch gate = new CountDownLatch(1);
-    CompletableFuture<Void> released = CompletableFuture.runAsync(() -> {
-      try {
-        gate.await();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }, threads).thenCompose(v -> hold.releaseAsync())
-        .whenComplete((v, t) -> releasedOn.compareAndSet(null, Thread.currentThread()));
-    gate.countDown();
+    redis.server().pause(); // so that the release is still pending when the callback is attached
+    CompletableFuture<Void> released;
+    try {
+      released = hold.releaseAsync().toCompletableFuture()
+          .whenComplete((v, t) -> releasedOn.set(Thread.currentThread()));
+      assertFalse(released.isDone(), "releaseAsync does not wait for Redis");
+    } finally {
+      redis.server().resume();
+    }
     released.get(20, TimeUnit.SECONDS);
     assertTrue(releasedOn.get().getName().startsWith("holdfast-async-"),
         "released on " + releasedOn.get());
