@@ -167,8 +167,7 @@ final class Hold {
     if (o instanceof OwnedLockHold h) {
       return !h.released();
     }
-    Thread t = (Thread) o;
-    return t != null && t.isAlive();
+    return o instanceof Thread t && t.isAlive();
   }
 
   /**

@@ -36,7 +36,9 @@ import java.util.function.Consumer;
  * deadlines and pings subscriber connections, and never waits for Redis. Redis calls of the
  * watchdog and of owed cleanups run on an I/O pool, one task per node at a time, so that a node
  * that does not answer delays nobody else's renewals. Lost-lock listeners run on their own
- * thread, in order, so that application code never delays a renewal.
+ * thread, in order, so that application code never delays a renewal. Asynchronous acquisitions
+ * and releases of {@link dev.holdfast.LockHold}s run on an executor of their own
+ * ({@link #asyncExecutor()}), created on first use.
  *
  * <p><b>Observation.</b> Metrics go through one {@link LockObserver} (Micrometer when the
  * configuration carries a registry, else nothing); JFR events are emitted where the work happens

@@ -43,8 +43,8 @@ final class OwnedLockHold implements LockHold {
 
   /** The acquisition succeeded: {@code hold} is this owner's record in the registry. */
   synchronized void acquired(Hold hold, boolean fenced) {
-    this.hold = hold;
-    this.token = fenced && hold.token() != 0 ? hold.token() : null;
+    this.hold = hold; // never null: a hold of a live owner stays in the registry until released
+    this.token = fenced && hold != null && hold.token() != 0 ? hold.token() : null;
   }
 
   /** Whether the release ran (see {@link #released}); the watchdog's liveness check. */

@@ -22,6 +22,12 @@ import redis.clients.jedis.exceptions.JedisException;
  * A {@link DistributedLock} handle: the lock's names and its engine, nothing else. All state lives
  * in Redis and in the engine's hold registry, so handles are interchangeable.
  *
+ * <p><b>Owners.</b> A hold belongs to an owner id: the thread's id for the {@code Lock} methods,
+ * or a {@link dev.holdfast.LockHold}'s negative owner id ({@link OwnedLockHold}) for
+ * {@link #acquire(Duration, Duration)}. The acquisition loop and the release run the same for
+ * both, keyed by that id (registry entry, hash field, waiter, handoff); only where a thread is
+ * implied ({@code unlock()}, {@code getHoldCount()} …) is the calling thread's id used.
+ *
  * <p><b>How a call stays exact.</b> Every acquisition and release carries the count the client
  * believes the thread holds, and the script answers what it found; the hold registry changes only
  * on such an answer. A call that gets no answer is <em>uncertain</em>: an acquisition re-sends

@@ -467,7 +467,11 @@ class LockHoldTest {
         return got ? took : -1;
       });
       waiting.await();
-      Thread.sleep(300); // let Redisson subscribe (no condition to await from here)
+      try (Jedis jedis = redis.server().admin()) {
+        Await.until(Duration.ofSeconds(10), () -> jedis.pubsubNumSub(
+            "redisson_lock__channel:{interop}").values().stream().mapToLong(Long::longValue)
+            .sum() > 0, "the Redisson waiter subscribed");
+      }
       hold.release();
       long took = waited.get(30, TimeUnit.SECONDS);
       assertTrue(took > 0 && took < TimeUnit.SECONDS.toNanos(10),
