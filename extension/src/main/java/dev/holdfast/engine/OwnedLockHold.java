@@ -3,6 +3,7 @@ package dev.holdfast.engine;
 import dev.holdfast.LockHold;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A {@link LockHold}: a hold of one {@link RedisLock} whose owner is this object, not a thread.
@@ -19,9 +20,8 @@ import java.util.concurrent.CompletionStage;
  *
  * <p><b>Threads.</b> Any thread may call any method. Releases are serialised on this object and
  * happen at most once; {@link #isHeld()} and {@link #token()} never wait for a release in
- * flight. The acquiring thread publishes the hold through {@link #acquired} under this object's
- * monitor, which a release takes too, so a release on another thread sees what the acquisition
- * wrote.
+ * flight. The acquiring thread publishes the hold through {@link #acquired} under a lock that a
+ * release takes too, so a release on another thread sees what the acquisition wrote.
  */
 final class OwnedLockHold implements LockHold {
   private final RedisLock lock;
@@ -32,9 +32,14 @@ final class OwnedLockHold implements LockHold {
   private volatile Long token;
   /**
    * The release ran (whatever its outcome: the hold ended, was found lost, or ended in doubt):
-   * from now on this object owns nothing. Written under this object's monitor.
+   * from now on this object owns nothing. Written under {@link #ends}.
    */
   private volatile boolean released;
+  /**
+   * Serialises the acquisition's hand-over and the releases (a lock, not a monitor: a release
+   * blocks on Redis, which must not pin a virtual thread to its carrier on Java 21-23).
+   */
+  private final ReentrantLock ends = new ReentrantLock();
 
   OwnedLockHold(RedisLock lock, long ownerId) {
     this.lock = lock;
@@ -42,9 +47,14 @@ final class OwnedLockHold implements LockHold {
   }
 
   /** The acquisition succeeded: {@code hold} is this owner's record in the registry. */
-  synchronized void acquired(Hold hold, boolean fenced) {
-    this.hold = hold; // never null: a hold of a live owner stays in the registry until released
-    this.token = fenced && hold != null && hold.token() != 0 ? hold.token() : null;
+  void acquired(Hold hold, boolean fenced) {
+    ends.lock();
+    try {
+      this.hold = hold; // never null: a live owner's hold stays in the registry until released
+      this.token = fenced && hold != null && hold.token() != 0 ? hold.token() : null;
+    } finally {
+      ends.unlock();
+    }
   }
 
   /** Whether the release ran (see {@link #released}); the watchdog's liveness check. */
@@ -83,7 +93,16 @@ final class OwnedLockHold implements LockHold {
    * more, without renewal, and then lets it expire ({@link RedisLock#unlockAfter(long, long)});
    * at most once with {@link #release()}.
    */
-  synchronized void end(long keepMillis) {
+  void end(long keepMillis) {
+    ends.lock();
+    try {
+      endOnce(keepMillis);
+    } finally {
+      ends.unlock();
+    }
+  }
+
+  private void endOnce(long keepMillis) {
     if (released) {
       return;
     }
