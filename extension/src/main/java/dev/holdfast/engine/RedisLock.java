@@ -476,8 +476,8 @@ final class RedisLock implements FencedLock {
       requestExpected = 0;
       requestSentAt = g.sentAt();
       uncertain = true;
-      if (outcome == WaitEntry.Waiter.GRANTED) {
-        opened(null, 0, lease(), g.sentAt(), g.pttl(), 0);
+      if (outcome == WaitEntry.Waiter.GRANTED
+          && opened(null, 0, lease(), g.sentAt(), g.pttl(), 0) == ACQUIRED) {
         uncertain = false;
         return true;
       }
@@ -611,9 +611,25 @@ final class RedisLock implements FencedLock {
      * went out, {@code pttl} the TTL that answer reports (a replay reports what the hold has left
      * then, not the lease), so the hold is believed no longer than Redis keeps it; the section's
      * own fixed lease counts from the request's first send, the earliest its grant can have run.
+     *
+     * <p>A replayed grant (it reports less time than the lease: it ran at an earlier send) whose
+     * time was already over when its answer came is not returned as acquired: the caller would
+     * hold a lock that may be someone else's by now, with no token to show (a hold no longer
+     * believed has none). A fresh acquisition undoes it and tries again as a new request; a
+     * re-entry's hold is lost. A fresh grant is always opened: its lease is the one asked for,
+     * so a lease too short to be believed at all is reported lost at once, as before.
+     *
+     * @return {@link #ACQUIRED}, or 0 (not acquired: try again) for a stale replayed grant
      */
     private long opened(Hold hold, int expected, long lease, long sentAt, long pttl,
         long token) {
+      // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
+      // (a hold with no time left) confirms nothing.
+      long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
+      long until = LockEngine.confirmedUntil(sentAt, ttl);
+      if (ttl < lease && until - System.nanoTime() <= 0) {
+        return staleGrant(hold, expected, lease);
+      }
       Hold h = hold;
       if (h == null) {
         h = new Hold(names, threadId, field, template);
@@ -628,17 +644,36 @@ final class RedisLock implements FencedLock {
             engine.leaseOverAfter(lease)));
         throw lostBeforeReentry(h);
       }
-      // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
-      // (a hold with no time left) confirms nothing.
-      long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
       if (token > 0) {
         h.token(token);
       }
       long firstSent = sentAt - requestSentAt > 0 ? requestSentAt : sentAt;
       h.opened(new Hold.Section(leaseMillis == WATCHDOG, lease,
-          firstSent + millisToNanos(lease)), LockEngine.confirmedUntil(sentAt, ttl));
+          firstSent + millisToNanos(lease)), until);
       engine.watchDeadline(h);
       return ACQUIRED;
+    }
+
+    /**
+     * A replayed grant answered too late to be believed (see {@link #opened}): a fresh
+     * acquisition's grant is undone (settled like an unanswered request: a copy still on its
+     * way can never apply) and the caller tries again as a new request; a re-entry's hold is
+     * lost, and the count it added is removed with it.
+     *
+     * @return 0: not acquired, the lock may be free now
+     * @throws LockException for a re-entry
+     */
+    private long staleGrant(Hold hold, int expected, long lease) {
+      if (hold == null) {
+        uncertain = true;
+        settle();
+        return 0;
+      }
+      engine.lose(hold, LossCause.LEASE_EXPIRED, "a re-entry was answered only after the "
+          + "hold's lease had run out");
+      engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected + 1, "abandon",
+          engine.leaseOverAfter(lease)));
+      throw lostBeforeReentry(hold);
     }
 
     /**
