@@ -511,6 +511,18 @@ public final class LockEngine implements AutoCloseable {
     hold.retire(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
   }
 
+  /**
+   * Drops {@code hold}, its thread's only section, which Redis no longer has, without a
+   * {@link LockLost}: its thread gave it back before the application could use it (a composite
+   * acquisition giving up, {@link RedisLock#giveBack()}), so nothing it believed was lost.
+   */
+  void forgetUnreported(Hold hold, String reason) {
+    hold.lose(reason);
+    cancelDeadline(hold);
+    hold.closeNewest();
+    forgetIfDone(hold);
+  }
+
   /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */
   void forgetIfDone(Hold hold) {
     if (!hold.active() && hold.count() == 0 && hold.cleanup() == null) {

@@ -111,7 +111,7 @@ final class MultiLock extends CompositeLock {
             }
           }
         } catch (InterruptedException e) {
-          LockGroup.releaseQuietly(held, e);
+          LockGroup.giveBack(held, e);
           if (interruptible) {
             throw e;
           }
@@ -119,13 +119,13 @@ final class MultiLock extends CompositeLock {
           continue;
         } catch (RuntimeException | Error e) {
           // Redis unreachable, a lost re-entry, an illegal upgrade…: nothing stays held.
-          LockGroup.releaseQuietly(held, e);
+          LockGroup.giveBack(held, e);
           throw e;
         }
         if (busy < 0) {
           return true;
         }
-        Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
+        Throwable releaseFailure = LockGroup.giveBack(held, null);
         if (releaseFailure != null) {
           throw new LockException("Multi-lock " + getName() + " gave up its members after '"
               + order.get(busy).getName() + "' stayed busy, but could not release them all; "

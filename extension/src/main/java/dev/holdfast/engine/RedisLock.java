@@ -771,6 +771,32 @@ final class RedisLock implements FencedLock {
 
   @Override
   public void unlock() {
+    release(true);
+  }
+
+  /**
+   * Gives back the hold the calling thread took of this lock as a member of a composite
+   * acquisition ({@link MultiLock}) that gives up: an unlock, except that when this was the
+   * thread's only section — taken by that acquisition, never seen by the application — and it
+   * is found gone (force-unlocked, expired), nothing is reported: the thread never held the
+   * composite lock, and what it asked for (the member released) is done. Otherwise exactly
+   * {@link #unlock()}.
+   */
+  void giveBack() {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    if (hold == null || hold.count() != 1) {
+      release(true);
+      return;
+    }
+    try {
+      release(false);
+    } catch (IllegalMonitorStateException e) {
+      // Lost while the acquisition went on (reported then): nothing is left to give back.
+    }
+  }
+
+  /** {@link #unlock()}; {@code reportLoss} false: see {@link #giveBack()}. */
+  private void release(boolean reportLoss) {
     checkOpen();
     Hold.Id id = new Hold.Id(names.holdKey(), Thread.currentThread().getId());
     Hold hold = engine.holds().get(id);
@@ -813,7 +839,7 @@ final class RedisLock implements FencedLock {
         } else {
           WaitEntry.Waiter waiter = entry.claimCandidate();
           if (waiter != null) {
-            handOff(hold, waiter, entry, leaseLeft);
+            handOff(hold, waiter, entry, leaseLeft, reportLoss);
             return;
           }
         }
@@ -863,7 +889,7 @@ final class RedisLock implements FencedLock {
         names.key(), names.channel(), budgetOver.subscribed() ? 1 : 0)) {
       budgetOver.yieldToRemote();
     }
-    released(hold, expected, left, sentAt, ttl);
+    released(hold, expected, left, sentAt, ttl, reportLoss);
   }
 
   /**
@@ -871,7 +897,8 @@ final class RedisLock implements FencedLock {
    * {@code expected}: the count left, 0 if the hold ended, -1 if it was not held, -2 if Redis
    * had another count.
    */
-  private void released(Hold hold, int expected, long left, long sentAt, long ttl) {
+  private void released(Hold hold, int expected, long left, long sentAt, long ttl,
+      boolean reportLoss) {
     if (left == 0 && expected == 1) {
       engine.forget(hold);
       if (!hold.active()) {
@@ -897,6 +924,10 @@ final class RedisLock implements FencedLock {
           + "section held it; the lock was released at the inner unlock()");
       return;
     }
+    if (left == -1 && !reportLoss && expected == 1) {
+      engine.forgetUnreported(hold, "given back by a composite acquisition, found gone");
+      return;
+    }
     if (left == -1) {
       engine.lose(hold, LossCause.GONE,
           "unlock() found the lock no longer held by this thread: it expired, was "
@@ -919,7 +950,8 @@ final class RedisLock implements FencedLock {
    * are required), declined (nothing changed), or uncertain, which it settles as its own
    * unanswered acquisition under the request made for it.
    */
-  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry, long leaseLeft) {
+  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry, long leaseLeft,
+      boolean reportLoss) {
     String releaseId = engine.nextRequestId();
     String grantId = engine.nextRequestId();
     long ttl = engine.watchdogMillis(); // as a final release records it when unanswered
@@ -986,7 +1018,7 @@ final class RedisLock implements FencedLock {
       engine.handedOff();
       entry.handedOff(sentAt);
     }
-    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl);
+    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl, reportLoss);
   }
 
   /**
