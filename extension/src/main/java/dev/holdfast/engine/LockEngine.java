@@ -58,6 +58,9 @@ public final class LockEngine implements AutoCloseable {
   private final RedisTopology topology;
   private final UnlockSubscriptions subscriptions;
   private final ConcurrentMap<Hold.Id, Hold> holds = new ConcurrentHashMap<>();
+  /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
+  private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed =
+      new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockLost>> lostListeners =
       new CopyOnWriteArrayList<>();
   private final ScheduledThreadPoolExecutor scheduler;
@@ -241,6 +244,7 @@ public final class LockEngine implements AutoCloseable {
       return;
     }
     closed = true;
+    multiLockOwed.clear();
     observer.close();
     scheduler.shutdownNow();
     subscriptions.close();
@@ -301,6 +305,15 @@ public final class LockEngine implements AutoCloseable {
 
   ConcurrentMap<Hold.Id, Hold> holds() {
     return holds;
+  }
+
+  /**
+   * The rest of the failed unlocks of multi-locks whose first member of this library is of this
+   * client, per multi-lock and thread ({@link MultiLock#unlock()}); cleared on close, when
+   * nothing of this client is held any more.
+   */
+  ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed() {
+    return multiLockOwed;
   }
 
   long watchdogMillis() {

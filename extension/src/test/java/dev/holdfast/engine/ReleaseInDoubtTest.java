@@ -160,16 +160,31 @@ class ReleaseInDoubtTest {
     DistributedLock theirs = others.getMultiLock(others.getLock("n0"), others.getLock("n1"));
     assertTrue(theirs.forceUnlock());
     assertTrue(theirs.tryLock(), "the third party takes it");
+    LockEngine engine = Clients.engine(client);
     proxy.blackHole(true);
     try {
       assertThrows(LockException.class, mm::unlock, "the final releases got no answer");
     } finally {
       proxy.blackHole(false);
     }
+    assertEquals(1, engine.multiLockOwed().size(), "the client keeps what the unlock owes");
     mm.unlock(); // the retry settles both releases in doubt: no exception
+    assertTrue(engine.multiLockOwed().isEmpty(), "the retry finished it");
     assertEquals(0, lost.count(), "nothing was reported lost: " + lost);
     assertTrue(theirs.isHeldByCurrentThread(), "the settles left the third party's hold alone");
     theirs.unlock();
+
+    // A thread that never calls unlock() again leaves its record until the client closes.
+    mm.lock();
+    proxy.blackHole(true);
+    try {
+      assertThrows(LockException.class, mm::unlock, "the final releases got no answer");
+    } finally {
+      proxy.blackHole(false);
+    }
+    assertEquals(1, engine.multiLockOwed().size());
+    client.close();
+    assertTrue(engine.multiLockOwed().isEmpty(), "dropped with its client");
   }
 
   // Hole 3: the final unlock's request never reaches Redis; the thread lives on and never calls
