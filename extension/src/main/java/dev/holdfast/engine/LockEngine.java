@@ -284,6 +284,11 @@ public final class LockEngine implements AutoCloseable {
     return n;
   }
 
+  /** Threads of this client parked in an acquisition now (for the gauge and tests). */
+  int waitingThreads() {
+    return waiting.get();
+  }
+
   /** A thread parks in an acquisition ({@code +1}) or leaves having parked ({@code -1}). */
   void waiting(int delta) {
     waiting.addAndGet(delta);
