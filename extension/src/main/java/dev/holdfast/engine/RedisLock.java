@@ -477,7 +477,7 @@ final class RedisLock implements FencedLock {
       requestSentAt = g.sentAt();
       uncertain = true;
       if (outcome == WaitEntry.Waiter.GRANTED
-          && opened(null, 0, lease(), g.sentAt(), g.pttl(), 0) == ACQUIRED) {
+          && opened(null, 0, lease(), g.sentAt(), g.pttl(), 0, false) == ACQUIRED) {
         uncertain = false;
         return true;
       }
@@ -532,16 +532,20 @@ final class RedisLock implements FencedLock {
       RedisTopology.Replicated replicated;
       List<?> reply;
       long sentAt = System.nanoTime();
+      int[] sends = {0}; // how often the call below sends it (a refused or unanswered re-send)
       if (hold != null) {
         hold.beginCall();
       }
       try {
         replicated = engine.topology().evalReplicated(names.kind().acquire(),
             keys(names.key(), names.markerPrefix() + request, names.tokenKey()),
-            sealed -> acquireArgs(field, waits, Long.toString(lease), field,
-                Integer.toString(expected),
-                sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
-                Long.toString(TOKEN_KEY_MILLIS + lease)),
+            sealed -> {
+              sends[0]++;
+              return acquireArgs(field, waits, Long.toString(lease), field,
+                  Integer.toString(expected),
+                  sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
+                  Long.toString(TOKEN_KEY_MILLIS + lease));
+            },
             resend, refusalNanos);
         reply = (List<?>) replicated.reply();
         uncertain = false;
@@ -562,7 +566,8 @@ final class RedisLock implements FencedLock {
         if (!replicated.confirmed()) {
           rollBack(replicated);
         }
-        return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)));
+        return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)),
+            sends[0] > 1);
       }
       if (status == -1 && hold != null) {
         engine.lose(hold, LossCause.GONE,
@@ -612,22 +617,26 @@ final class RedisLock implements FencedLock {
      * then, not the lease), so the hold is believed no longer than Redis keeps it; the section's
      * own fixed lease counts from the request's first send, the earliest its grant can have run.
      *
-     * <p>A replayed grant (it reports less time than the lease: it ran at an earlier send) whose
-     * time was already over when its answer came is not returned as acquired: the caller would
-     * hold a lock that may be someone else's by now, with no token to show (a hold no longer
-     * believed has none). A fresh acquisition undoes it and tries again as a new request; a
-     * re-entry's hold is lost. A fresh grant is always opened: its lease is the one asked for,
-     * so a lease too short to be believed at all is reported lost at once, as before.
+     * <p>A grant whose time was already over when its answer came is not returned as acquired
+     * if it is stale: a replay (it reports less time than the lease: it ran at an earlier send),
+     * or the answer to a call that was sent more than once (its lease counts from the first
+     * send). The caller would hold a lock that may be someone else's by
+     * now, with no token to show (a hold no longer believed has none). A fresh acquisition
+     * undoes it and tries again as a new request; a re-entry's hold is lost. The prompt answer
+     * to a single send is always opened, so that a lease too short to be believed at all is
+     * reported lost at once, as before, rather than tried for ever.
      *
-     * @return {@link #ACQUIRED}, or 0 (not acquired: try again) for a stale replayed grant
+     * @param resent whether the call was sent more than once since {@code sentAt}: the answer
+     *     may be to a later send
+     * @return {@link #ACQUIRED}, or 0 (not acquired: try again) for a stale grant
      */
     private long opened(Hold hold, int expected, long lease, long sentAt, long pttl,
-        long token) {
+        long token, boolean resent) {
       // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
       // (a hold with no time left) confirms nothing.
       long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
       long until = LockEngine.confirmedUntil(sentAt, ttl);
-      if (ttl < lease && until - System.nanoTime() <= 0) {
+      if (until - System.nanoTime() <= 0 && (ttl < lease || resent)) {
         return staleGrant(hold, expected, lease);
       }
       Hold h = hold;

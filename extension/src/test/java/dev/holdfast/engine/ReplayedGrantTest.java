@@ -208,6 +208,46 @@ class ReplayedGrantTest {
   }
 
   /**
+   * The same with a fresh grant (CI replay of seed -4693406884787565169, {@code [fencing]} on a
+   * {@code tryLock(579ms,1296ms)}): the first send ran with its reply lost, the sealed re-send
+   * took the leftover afresh (a full lease) — but a lease counts from the request's first send,
+   * and the answer came only after the key had expired. Not returned; acquired afresh.
+   */
+  @Test
+  void fenced_reSentGrantAnsweredAfterItsTimeWasUp_isNotReturned_aFreshGrantIs()
+      throws Exception {
+    LockClient patient = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "10s"));
+    LossRecorder lost = LossRecorder.on(patient);
+    FencedLock lock = patient.getFencedLock("contested");
+    warmUp(lock);
+    proxy.holdScriptReplies(true);
+    Long[] token = new Long[1];
+    Thread caller = new Thread(() -> {
+      try {
+        if (lock.tryLock(30_000, 1_500, MILLISECONDS)) {
+          token[0] = lock.getToken();
+          lock.unlock();
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 1,
+        "the first send ran, its reply held");
+    proxy.cutHeldReplies();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 2
+        && grantMarkerExists("contested"), "the sealed re-send granted it, its reply held");
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("contested"),
+        "the grant's lease ran out");
+    proxy.holdScriptReplies(false);
+    caller.join();
+    assertNotNull(token[0], "acquired with a fencing token");
+    assertEquals(0, lost.count(), "nothing was reported lost: " + lost);
+  }
+
+  /**
    * The client acquires {@code name} "contested" (fixed lease 10 s, waiting up to
    * {@link #WAIT_MS}); its first attempt and the sealed retry run unanswered; the grant is then
    * ended (as if its lease ran out) and the rival acquires; only then does a re-send get through.
