@@ -60,6 +60,9 @@ public final class LockEngine implements AutoCloseable {
   private final RedisTopology topology;
   private final UnlockSubscriptions subscriptions;
   private final ConcurrentMap<Hold.Id, Hold> holds = new ConcurrentHashMap<>();
+  /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
+  private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed =
+      new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockLost>> lostListeners =
       new CopyOnWriteArrayList<>();
   private final ScheduledThreadPoolExecutor scheduler;
@@ -247,6 +250,7 @@ public final class LockEngine implements AutoCloseable {
       return;
     }
     closed = true;
+    multiLockOwed.clear();
     observer.close();
     scheduler.shutdownNow();
     ExecutorService asyncPool;
@@ -293,6 +297,11 @@ public final class LockEngine implements AutoCloseable {
     return n;
   }
 
+  /** Threads of this client parked in an acquisition now (for the gauge and tests). */
+  int waitingThreads() {
+    return waiting.get();
+  }
+
   /** A thread parks in an acquisition ({@code +1}) or leaves having parked ({@code -1}). */
   void waiting(int delta) {
     waiting.addAndGet(delta);
@@ -314,6 +323,15 @@ public final class LockEngine implements AutoCloseable {
 
   ConcurrentMap<Hold.Id, Hold> holds() {
     return holds;
+  }
+
+  /**
+   * The rest of the failed unlocks of multi-locks whose first member of this library is of this
+   * client, per multi-lock and thread ({@link MultiLock#unlock()}); cleared on close, when
+   * nothing of this client is held any more.
+   */
+  ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed() {
+    return multiLockOwed;
   }
 
   long watchdogMillis() {
@@ -602,6 +620,18 @@ public final class LockEngine implements AutoCloseable {
   void forgetEnded(Hold hold) {
     holds.remove(hold.id, hold);
     hold.retire(topology.timeout.toNanos() * (RedisTopology.ATTEMPTS + 1));
+  }
+
+  /**
+   * Drops {@code hold}, its thread's only section, which Redis no longer has, without a
+   * {@link LockLost}: its thread gave it back before the application could use it (a composite
+   * acquisition giving up, {@link RedisLock#giveBack()}), so nothing it believed was lost.
+   */
+  void forgetUnreported(Hold hold, String reason) {
+    hold.lose(reason);
+    cancelDeadline(hold);
+    hold.closeNewest();
+    forgetIfDone(hold);
   }
 
   /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */

@@ -132,10 +132,32 @@ final class LockGroup {
    * @return {@code failure}, or the first release failure if {@code failure} was null, or null
    */
   static Throwable releaseQuietly(List<DistributedLock> held, Throwable failure) {
+    return newestFirst(held, failure, DistributedLock::unlock);
+  }
+
+  /**
+   * {@link #releaseQuietly}, for members an acquisition took and now gives back because it gives
+   * up: a member of this engine that this acquisition took afresh and that is found gone is
+   * dropped without a {@code LockLost} ({@link RedisLock#giveBack()}): the application never
+   * held the composite lock.
+   */
+  static Throwable giveBack(List<DistributedLock> taken, Throwable failure) {
+    return newestFirst(taken, failure, m -> {
+      if (m instanceof RedisLock r) {
+        r.giveBack();
+      } else {
+        m.unlock();
+      }
+    });
+  }
+
+  /** Applies {@code release} to each lock, newest first, collecting failures as described. */
+  private static Throwable newestFirst(List<DistributedLock> locks, Throwable failure,
+      java.util.function.Consumer<DistributedLock> release) {
     Throwable first = failure;
-    for (int i = held.size() - 1; i >= 0; i--) {
+    for (int i = locks.size() - 1; i >= 0; i--) {
       try {
-        held.get(i).unlock();
+        release.accept(locks.get(i));
       } catch (RuntimeException e) {
         if (first == null) {
           first = e;

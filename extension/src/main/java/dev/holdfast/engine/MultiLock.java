@@ -29,7 +29,7 @@ import java.util.concurrent.locks.Condition;
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
  * thread-bound), so members may be of any kind and from any client. Thread-safe; the only state
  * is what a failed {@link #unlock()} still owes, per thread and set of members (shared by every
- * handle of the same members).
+ * handle of the same members, kept by a member's engine and dropped when that client closes).
  */
 final class MultiLock extends CompositeLock {
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
@@ -40,23 +40,28 @@ final class MultiLock extends CompositeLock {
   /** The members in acquisition order: by name, then as given. */
   private final List<DistributedLock> order;
   /**
-   * Per multi-lock (its members, whichever handle names them: applications usually get a new
-   * handle for each use) and thread: the rest of an unlock() that failed for some members; the
-   * thread's next unlock() of those members finishes it. An entry lives until then, or until
-   * the thread's next acquisition finds nothing of it still held.
+   * Where the rest of a failed unlock() is kept, per multi-lock (its members, whichever handle
+   * names them: applications usually get a new handle for each use) and thread: the thread's
+   * next unlock() of those members finishes it. An entry lives until then, until the thread's
+   * next acquisition finds nothing of it still held, or until its client is closed: it is kept
+   * by the engine of the first member of this library ({@link LockEngine#multiLockOwed()});
+   * a multi-lock with no such member keeps it in {@link #UNOWNED}.
    */
-  private static final Map<OwedKey, Owed> OWED = new ConcurrentHashMap<>();
+  private final Map<OwedKey, Owed> owed;
+  /** {@link #owed} of multi-locks none of whose members belongs to this library. */
+  private static final Map<OwedKey, Owed> UNOWNED = new ConcurrentHashMap<>();
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
 
-  private record OwedKey(List<Object> members, long threadId) {
+  /** A multi-lock (its members' identities) and a thread. */
+  record OwedKey(List<Object> members, long threadId) {
   }
 
   /**
    * What a failed unlock() left to do: the members still to release (acquisition order) and
    * the members it found not held, reported when the rest is done.
    */
-  private record Owed(List<DistributedLock> members, List<RuntimeException> notHeld,
+  record Owed(List<DistributedLock> members, List<RuntimeException> notHeld,
       List<String> notHeldNames) {
   }
 
@@ -66,6 +71,9 @@ final class MultiLock extends CompositeLock {
     sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
     this.order = List.copyOf(sorted);
     this.identities = order.stream().map(LockGroup::identity).toList();
+    this.owed = order.stream().filter(RedisLock.class::isInstance)
+        .<Map<OwedKey, Owed>>map(m -> ((RedisLock) m).engine().multiLockOwed()).findFirst()
+        .orElse(UNOWNED);
   }
 
   /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
@@ -111,7 +119,7 @@ final class MultiLock extends CompositeLock {
             }
           }
         } catch (InterruptedException e) {
-          LockGroup.releaseQuietly(held, e);
+          LockGroup.giveBack(held, e);
           if (interruptible) {
             throw e;
           }
@@ -119,13 +127,13 @@ final class MultiLock extends CompositeLock {
           continue;
         } catch (RuntimeException | Error e) {
           // Redis unreachable, a lost re-entry, an illegal upgrade…: nothing stays held.
-          LockGroup.releaseQuietly(held, e);
+          LockGroup.giveBack(held, e);
           throw e;
         }
         if (busy < 0) {
           return true;
         }
-        Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
+        Throwable releaseFailure = LockGroup.giveBack(held, null);
         if (releaseFailure != null) {
           throw new LockException("Multi-lock " + getName() + " gave up its members after '"
               + order.get(busy).getName() + "' stayed busy, but could not release them all; "
@@ -169,7 +177,7 @@ final class MultiLock extends CompositeLock {
   @Override
   public void unlock() {
     long threadId = Thread.currentThread().getId();
-    Owed rest = OWED.remove(new OwedKey(identities, threadId));
+    Owed rest = owed.remove(new OwedKey(identities, threadId));
     // A member that is done meanwhile (its record forgotten) has nothing left to release.
     List<DistributedLock> targets = rest == null ? order
         : rest.members().stream().filter(MultiLock::owesUnlock).toList();
@@ -197,7 +205,7 @@ final class MultiLock extends CompositeLock {
           notHeldNames.add(failed.get(i));
         }
       }
-      OWED.put(new OwedKey(identities, threadId), new Owed(List.copyOf(unsettled),
+      owed.put(new OwedKey(identities, threadId), new Owed(List.copyOf(unsettled),
           failures.stream().filter(IllegalMonitorStateException.class::isInstance).toList(),
           List.copyOf(notHeldNames)));
     }
@@ -239,7 +247,7 @@ final class MultiLock extends CompositeLock {
    * acquisition itself, after which that member's next unlock() belongs to the new hold.
    */
   private void keepOnlyHeldOwed(long threadId) {
-    OWED.computeIfPresent(new OwedKey(identities, threadId), (id, o) -> {
+    owed.computeIfPresent(new OwedKey(identities, threadId), (id, o) -> {
       List<DistributedLock> held = o.members().stream()
           .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
       return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldNames());

@@ -500,8 +500,8 @@ final class RedisLock implements FencedLock {
       requestExpected = 0;
       requestSentAt = g.sentAt();
       uncertain = true;
-      if (outcome == WaitEntry.Waiter.GRANTED) {
-        opened(null, 0, lease(), g.sentAt(), g.pttl(), 0);
+      if (outcome == WaitEntry.Waiter.GRANTED
+          && opened(null, 0, lease(), g.sentAt(), g.pttl(), 0, false) == ACQUIRED) {
         uncertain = false;
         return true;
       }
@@ -556,16 +556,20 @@ final class RedisLock implements FencedLock {
       RedisTopology.Replicated replicated;
       List<?> reply;
       long sentAt = System.nanoTime();
+      int[] sends = {0}; // how often the call below sends it (a refused or unanswered re-send)
       if (hold != null) {
         hold.beginCall();
       }
       try {
         replicated = engine.topology().evalReplicated(names.kind().acquire(),
             keys(names.key(), names.markerPrefix() + request, names.tokenKey()),
-            sealed -> acquireArgs(field, waits, Long.toString(lease), field,
-                Integer.toString(expected),
-                sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
-                Long.toString(TOKEN_KEY_MILLIS + lease)),
+            sealed -> {
+              sends[0]++;
+              return acquireArgs(field, waits, Long.toString(lease), field,
+                  Integer.toString(expected),
+                  sealed ? "1" : "0", Long.toString(engine.markerMillis(sealed)), assignToken,
+                  Long.toString(TOKEN_KEY_MILLIS + lease));
+            },
             resend, refusalNanos);
         reply = (List<?>) replicated.reply();
         uncertain = false;
@@ -586,7 +590,8 @@ final class RedisLock implements FencedLock {
         if (!replicated.confirmed()) {
           rollBack(replicated);
         }
-        return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)));
+        return opened(hold, expected, lease, sentAt, number(reply.get(2)), number(reply.get(3)),
+            sends[0] > 1);
       }
       if (status == -1 && hold != null) {
         engine.lose(hold, LossCause.GONE,
@@ -635,9 +640,29 @@ final class RedisLock implements FencedLock {
      * went out, {@code pttl} the TTL that answer reports (a replay reports what the hold has left
      * then, not the lease), so the hold is believed no longer than Redis keeps it; the section's
      * own fixed lease counts from the request's first send, the earliest its grant can have run.
+     *
+     * <p>A grant whose time was already over when its answer came is not returned as acquired
+     * if it is stale: a replay (it reports less time than the lease: it ran at an earlier send),
+     * or the answer to a call that was sent more than once (its lease counts from the first
+     * send). The caller would hold a lock that may be someone else's by
+     * now, with no token to show (a hold no longer believed has none). A fresh acquisition
+     * undoes it and tries again as a new request; a re-entry's hold is lost. The prompt answer
+     * to a single send is always opened, so that a lease too short to be believed at all is
+     * reported lost at once, as before, rather than tried for ever.
+     *
+     * @param resent whether the call was sent more than once since {@code sentAt}: the answer
+     *     may be to a later send
+     * @return {@link #ACQUIRED}, or 0 (not acquired: try again) for a stale grant
      */
     private long opened(Hold hold, int expected, long lease, long sentAt, long pttl,
-        long token) {
+        long token, boolean resent) {
+      // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
+      // (a hold with no time left) confirms nothing.
+      long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
+      long until = LockEngine.confirmedUntil(sentAt, ttl);
+      if (until - System.nanoTime() <= 0 && (ttl < lease || resent)) {
+        return staleGrant(hold, expected, lease);
+      }
       Hold h = hold;
       if (h == null) {
         h = new Hold(names, threadId, field, template, owner);
@@ -652,17 +677,36 @@ final class RedisLock implements FencedLock {
             engine.leaseOverAfter(lease)));
         throw lostBeforeReentry(h);
       }
-      // -1: a key without expiry, which the lease bounds; anything else that is not a TTL
-      // (a hold with no time left) confirms nothing.
-      long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
       if (token > 0) {
         h.token(token);
       }
       long firstSent = sentAt - requestSentAt > 0 ? requestSentAt : sentAt;
       h.opened(new Hold.Section(leaseMillis == WATCHDOG, lease,
-          firstSent + millisToNanos(lease)), LockEngine.confirmedUntil(sentAt, ttl));
+          firstSent + millisToNanos(lease)), until);
       engine.watchDeadline(h);
       return ACQUIRED;
+    }
+
+    /**
+     * A replayed grant answered too late to be believed (see {@link #opened}): a fresh
+     * acquisition's grant is undone (settled like an unanswered request: a copy still on its
+     * way can never apply) and the caller tries again as a new request; a re-entry's hold is
+     * lost, and the count it added is removed with it.
+     *
+     * @return 0: not acquired, the lock may be free now
+     * @throws LockException for a re-entry
+     */
+    private long staleGrant(Hold hold, int expected, long lease) {
+      if (hold == null) {
+        uncertain = true;
+        settle();
+        return 0;
+      }
+      engine.lose(hold, LossCause.LEASE_EXPIRED, "a re-entry was answered only after the "
+          + "hold's lease had run out");
+      engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected + 1, "abandon",
+          engine.leaseOverAfter(lease)));
+      throw lostBeforeReentry(hold);
     }
 
     /**
@@ -760,7 +804,7 @@ final class RedisLock implements FencedLock {
 
   @Override
   public void unlock() {
-    release(Thread.currentThread().getId());
+    release(Thread.currentThread().getId(), true);
   }
 
   /**
@@ -768,6 +812,33 @@ final class RedisLock implements FencedLock {
    * OwnedLockHold}'s owner id (which serialises its calls).
    */
   void release(long ownerId) {
+    release(ownerId, true);
+  }
+
+  /**
+   * Gives back the hold the calling thread took of this lock as a member of a composite
+   * acquisition ({@link MultiLock}) that gives up: an unlock, except that when this was the
+   * thread's only section — taken by that acquisition, never seen by the application — and it
+   * is found gone (force-unlocked, expired), nothing is reported: the thread never held the
+   * composite lock, and what it asked for (the member released) is done. Otherwise exactly
+   * {@link #unlock()}.
+   */
+  void giveBack() {
+    long threadId = Thread.currentThread().getId();
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    if (hold == null || hold.count() != 1) {
+      release(threadId, true);
+      return;
+    }
+    try {
+      release(threadId, false);
+    } catch (IllegalMonitorStateException e) {
+      // Lost while the acquisition went on (reported then): nothing is left to give back.
+    }
+  }
+
+  /** {@link #release(long)}; {@code reportLoss} false: see {@link #giveBack()}. */
+  private void release(long ownerId, boolean reportLoss) {
     checkOpen();
     Hold.Id id = new Hold.Id(names.holdKey(), ownerId);
     Hold hold = engine.holds().get(id);
@@ -810,7 +881,7 @@ final class RedisLock implements FencedLock {
         } else {
           WaitEntry.Waiter waiter = entry.claimCandidate();
           if (waiter != null) {
-            handOff(hold, waiter, entry, leaseLeft);
+            handOff(hold, waiter, entry, leaseLeft, reportLoss);
             return;
           }
         }
@@ -860,7 +931,7 @@ final class RedisLock implements FencedLock {
         names.key(), names.channel(), budgetOver.subscribed() ? 1 : 0)) {
       budgetOver.yieldToRemote();
     }
-    released(hold, expected, left, sentAt, ttl);
+    released(hold, expected, left, sentAt, ttl, reportLoss);
   }
 
   /**
@@ -868,7 +939,8 @@ final class RedisLock implements FencedLock {
    * {@code expected}: the count left, 0 if the hold ended, -1 if it was not held, -2 if Redis
    * had another count.
    */
-  private void released(Hold hold, int expected, long left, long sentAt, long ttl) {
+  private void released(Hold hold, int expected, long left, long sentAt, long ttl,
+      boolean reportLoss) {
     if (left == 0 && expected == 1) {
       engine.forget(hold);
       if (!hold.active()) {
@@ -894,6 +966,10 @@ final class RedisLock implements FencedLock {
           + "section held it; the lock was released at the inner unlock()");
       return;
     }
+    if (left == -1 && !reportLoss && expected == 1) {
+      engine.forgetUnreported(hold, "given back by a composite acquisition, found gone");
+      return;
+    }
     if (left == -1) {
       engine.lose(hold, LossCause.GONE,
           "unlock() found the lock no longer held by this thread: it expired, was "
@@ -916,7 +992,8 @@ final class RedisLock implements FencedLock {
    * are required), declined (nothing changed), or uncertain, which it settles as its own
    * unanswered acquisition under the request made for it.
    */
-  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry, long leaseLeft) {
+  private void handOff(Hold hold, WaitEntry.Waiter waiter, WaitEntry entry, long leaseLeft,
+      boolean reportLoss) {
     String releaseId = engine.nextRequestId();
     String grantId = engine.nextRequestId();
     long ttl = engine.watchdogMillis(); // as a final release records it when unanswered
@@ -983,7 +1060,7 @@ final class RedisLock implements FencedLock {
       engine.handedOff();
       entry.handedOff(sentAt);
     }
-    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl);
+    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl, reportLoss);
   }
 
   /**

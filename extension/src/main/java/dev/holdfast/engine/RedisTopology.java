@@ -39,6 +39,7 @@ import redis.clients.jedis.exceptions.JedisAccessControlException;
 import redis.clients.jedis.exceptions.JedisAskDataException;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.exceptions.JedisMovedDataException;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.exceptions.JedisNoScriptException;
 import redis.clients.jedis.exceptions.JedisRedirectionException;
@@ -411,7 +412,11 @@ abstract class RedisTopology implements AutoCloseable {
    * <ul>
    *   <li>no answer (connection failure): the call may have run; re-sent, sealed, at most
    *       {@code attempts} times in all (a cluster refreshes its slot map first);</li>
-   *   <li>{@code MOVED}: not run; the slot map is refreshed and the call re-sent;</li>
+   *   <li>{@code MOVED}: not run; the slot map is refreshed and the call re-sent to the node
+   *       the {@code MOVED} names — the first one of a call at once, whatever time is left — so
+   *       that one slot move never fails a call (even one that may not wait refusals out, or
+   *       one refused until its time was up while the slot was split), also when the refresh
+   *       was answered by a node that has not heard of the move yet;</li>
    *   <li>{@code ASK} (the slot is migrating and a key already left): not run; followed at once
    *       by {@code ASKING} and the script on the target's connection, in one exchange;</li>
    *   <li>{@code TRYAGAIN} (a migration holds some of the call's keys on each side): not run;
@@ -435,28 +440,49 @@ abstract class RedisTopology implements AutoCloseable {
     boolean mayHaveRun = false;
     int unanswered = 0;
     int refused = 0;
-    HostAndPort askedTo = null;
+    // The node the next send goes to instead of the slot map's (a redirection's target), and
+    // whether that is an ASK (the script then follows ASKING in the same exchange).
+    HostAndPort redirectTo = null;
+    boolean asking = false;
+    boolean followedMoved = false;
     long start = System.nanoTime();
     long deadline = start + timeout.toNanos() * (attempts + 1);
     long refusedUntil = start + Math.min(refusalNanos, timeout.toNanos() * (attempts + 1));
     while (true) {
       // Sealed once an earlier send may have run; a refused send leaves no copy to guard against.
       List<String> arguments = args.apply(sealFirst || mayHaveRun);
-      HostAndPort target = askedTo;
-      askedTo = null;
+      HostAndPort target = redirectTo;
+      boolean asked = asking;
+      redirectTo = null;
+      asking = false;
       long pauseMillis = 0;
       try (Connection c = target == null ? connection(keys.get(0)) : connectionTo(target)) {
-        return exchange.run(c, arguments, target != null);
+        return exchange.run(c, arguments, asked);
       } catch (JedisRedirectionException e) {
         if (!followsRedirections()) {
           throw failed(script, keys, e);
         }
         last = e;
-        if (e instanceof JedisAskDataException && target == null) {
-          askedTo = e.getTargetNode();
+        if (e instanceof JedisAskDataException && !asked) {
+          redirectTo = e.getTargetNode();
+          asking = true;
           continue; // follow it at once: the script did not run
         }
         refreshTopology();
+        // A MOVED names the node that serves the slot now: the next send goes there, whatever
+        // the refreshed map says — the node that answered the refresh may not have heard of the
+        // move yet (the masters learn it one after the other), and a stale map would send the
+        // call back to the node that just refused it. The first MOVED of a call is followed at
+        // once, whatever time is left: a migration ends with it (the slot has settled), so one
+        // slot move never fails a call, not even one refused until the end of its time.
+        if (e instanceof JedisMovedDataException) {
+          redirectTo = e.getTargetNode();
+          if (!followedMoved) {
+            followedMoved = true;
+            refused++;
+            continue;
+          }
+        }
         pauseMillis = pauseAfterRefusal(++refused, false);
       } catch (JedisConnectionException e) {
         last = e;

@@ -26,7 +26,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       which runs with its reply (and anything after it on its connection) lost — e.g. a first
  *       attempt and its sealed retry that both ran unanswered;</li>
  *   <li>{@link #dropScriptReplies(boolean)}: script calls reach Redis and run, their replies (and
- *       anything after them on that connection) never come back.</li>
+ *       anything after them on that connection) never come back;</li>
+ *   <li>{@link #holdScriptReplies(boolean)}: script calls reach Redis and run, their replies wait
+ *       in the proxy until the hold is switched off (then they are delivered, late) or
+ *       {@link #cutHeldReplies()} closes their connections (the client sees the connection
+ *       drop, and re-sends at once) — a reply exactly as late as a test needs.</li>
  * </ul>
  * Requests are recognised per read, which suffices for the one-command-at-a-time traffic of a
  * lock client. A swallowed {@code NOSCRIPT} reply means the script never ran: let the client
@@ -41,6 +45,10 @@ final class BlackHoleProxy implements AutoCloseable {
   private final AtomicInteger scriptsBeforeBlackHole = new AtomicInteger();
   private volatile boolean blackHole;
   private volatile boolean dropScriptReplies;
+  private volatile boolean holdScriptReplies;
+  /** Client sockets whose script reply is held now. */
+  private final java.util.Set<Socket> holding = java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private final AtomicInteger held = new AtomicInteger();
   private volatile boolean closed;
 
   /** Starts forwarding 127.0.0.1:{@link #port()} to 127.0.0.1:{@code upstreamPort}. */
@@ -81,6 +89,22 @@ final class BlackHoleProxy implements AutoCloseable {
     dropScriptReplies = on;
   }
 
+  void holdScriptReplies(boolean on) {
+    holdScriptReplies = on;
+  }
+
+  /** How many script replies were held so far ({@link #holdScriptReplies(boolean)}). */
+  int heldReplies() {
+    return held.get();
+  }
+
+  /** Closes the connections whose script reply is held: the replies are lost. */
+  void cutHeldReplies() {
+    for (Socket s : holding) {
+      closeQuietly(s);
+    }
+  }
+
   private void accept() {
     while (!closed) {
       Socket client;
@@ -97,8 +121,9 @@ final class BlackHoleProxy implements AutoCloseable {
         sockets.add(client);
         sockets.add(server);
         AtomicBoolean muted = new AtomicBoolean();
-        pump(client, server, muted, true);
-        pump(server, client, muted, false);
+        AtomicBoolean script = new AtomicBoolean();
+        pump(client, server, muted, script, true);
+        pump(server, client, muted, script, false);
       } catch (IOException e) {
         // Redis is down (e.g. killed by the test): the client sees its connection close.
         closeQuietly(client);
@@ -106,7 +131,8 @@ final class BlackHoleProxy implements AutoCloseable {
     }
   }
 
-  private void pump(Socket from, Socket to, AtomicBoolean muted, boolean requests) {
+  private void pump(Socket from, Socket to, AtomicBoolean muted, AtomicBoolean script,
+      boolean requests) {
     Thread t = new Thread(() -> {
       byte[] buffer = new byte[16 * 1024];
       try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
@@ -115,7 +141,10 @@ final class BlackHoleProxy implements AutoCloseable {
           if (blackHole) {
             continue;
           }
-          if (requests && isScriptCall(buffer, n)) {
+          if (requests) {
+            script.set(isScriptCall(buffer, n));
+          }
+          if (requests && script.get()) {
             int left = scriptsBeforeBlackHole.getAndUpdate(k -> Math.max(0, k - 1));
             if (left == 1) {
               blackHole = true; // before forwarding: the reply must not get through
@@ -125,6 +154,20 @@ final class BlackHoleProxy implements AutoCloseable {
           }
           if (!requests && muted.get()) {
             continue;
+          }
+          if (!requests && script.get() && holdScriptReplies) {
+            holding.add(to);
+            held.incrementAndGet();
+            try {
+              while (holdScriptReplies && !to.isClosed() && !closed) {
+                Thread.sleep(1);
+              }
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+              return;
+            } finally {
+              holding.remove(to);
+            }
           }
           out.write(buffer, 0, n);
           out.flush();

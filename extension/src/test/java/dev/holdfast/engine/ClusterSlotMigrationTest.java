@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
+import dev.holdfast.testing.FaultProxy;
 import dev.holdfast.testing.RedisClusterSetup;
 import dev.holdfast.testing.RedisExtension;
 import dev.holdfast.testing.RedisServer;
@@ -186,6 +187,52 @@ class ClusterSlotMigrationTest {
     }
     dev.holdfast.testing.Await.until(java.time.Duration.ofSeconds(20), () -> !lock.isLocked(),
         "the refused release completed in the background once the slot settled");
+  }
+
+  /**
+   * A call that may not wait refusals out ({@code tryLock()}) still survives one slot move: the
+   * {@code MOVED} names the node that serves the slot now, and the call is re-sent there even
+   * when refreshing the slot map leaves it stale. Here the refresh after the {@code MOVED} finds
+   * another refresh of this client under way (stuck on a silent seed, which Jedis asks first)
+   * and returns at once, as it does whenever the refresh is answered by a master that has not
+   * heard of the move yet: the soak's {@code [outcomes]} violation (cluster seed
+   * 509590143631627962), where the re-send went back to the old node and the call failed with
+   * "did not run … MOVED".
+   */
+  @Test
+  void noWaitTryLock_slotMovedAndSlotMapStillStale_followsTheMoved() throws Exception {
+    String name = "{moved}no-wait";
+    int slot = JedisClusterCRC16.getSlot(name);
+    RedisServer source = cluster.masterForSlot(slot);
+    List<RedisServer> others = new ArrayList<>(cluster.servers());
+    others.remove(source);
+    RedisServer target = others.get(0);
+    RedisServer bystander = others.get(1);
+    try (FaultProxy seed = new FaultProxy(bystander.port())) {
+      LockClient moving = clients.create(Map.of("holdfast.redis.mode", "cluster",
+          "holdfast.redis.nodes", "127.0.0.1:" + seed.port() + "," + cluster.seedNodes(),
+          "holdfast.redis.timeout", "5s"));
+      DistributedLock lock = moving.getLock(name);
+      assertTrue(lock.tryLock());
+      lock.unlock(); // the slot map now says: source
+
+      try (SlotMigration migration = cluster.startSlotMigration(slot, target)) {
+        migration.finish();
+      }
+      seed.blackHole(true);
+      long connections = seed.acceptedConnections();
+      Future<?> stuck = threads.submit(() -> Clients.engine(moving).topology().refreshTopology());
+      dev.holdfast.testing.Await.until(java.time.Duration.ofSeconds(10),
+          () -> seed.acceptedConnections() > connections,
+          "a slot map refresh is under way, waiting for the silent seed");
+
+      assertTrue(lock.tryLock(), "acquired on the node the MOVED names");
+      assertTrue(exists(target, name), "held on the node the slot moved to");
+      lock.unlock();
+      assertFalse(exists(target, name));
+      seed.blackHole(false);
+      stuck.get(30, TimeUnit.SECONDS);
+    }
   }
 
   // ---- Helpers ----

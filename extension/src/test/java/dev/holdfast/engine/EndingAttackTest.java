@@ -139,7 +139,8 @@ class EndingAttackTest {
       // At once: its settle runs first; the late release copies land around the acquisition.
       assertTrue(lock.tryLock(10, 20_000, TimeUnit.MILLISECONDS), "round " + round);
       Await.until(Duration.ofSeconds(20), () -> !owes(client), "settled in the background");
-      Thread.sleep(1_500); // every delayed copy (700 ms each way) has landed by now
+      Await.until(Duration.ofSeconds(10), () -> proxy.pendingRequestBytes() == 0,
+          "every delayed copy of the release has reached Redis");
       assertEquals("1", redisState.hget("reacquired", field),
           "round " + round + ": a late copy of the settled release, or the settle, removed the "
           + "thread's new hold");

@@ -335,7 +335,8 @@ class KindsAttackTest {
         return jedis.llen("redisson_lock_queue:{fair-keep}") == 1;
       }
     }, "the waiter queued");
-    Thread.sleep(300); // it has parked, told the holder's lease of about 12s
+    Await.until(Duration.ofSeconds(10), () -> Clients.engine(b).waitingThreads() == 1,
+        "the waiter has parked, told the holder's lease of about 12s");
     long kept = System.nanoTime();
     Clients.engine(a).unlockAfter(holder, Duration.ofMillis(300));
     long tookAfter = TimeUnit.NANOSECONDS.toMillis(waiter.get(30, TimeUnit.SECONDS) - kept);
@@ -390,7 +391,8 @@ class KindsAttackTest {
           return jedis.llen("redisson_lock_queue:{shared-r}") == 2;
         }
       }, "our waiter queued behind it");
-      Thread.sleep(300); // it has parked, told the holder's lease of about 12s
+      Await.until(Duration.ofSeconds(10), () -> Clients.engine(b).waitingThreads() == 1,
+        "the waiter has parked, told the holder's lease of about 12s");
       holder.unlock();
       long redissonTook = theirsAt.get(10, TimeUnit.SECONDS);
       long gap = TimeUnit.NANOSECONDS.toMillis(ours.get(30, TimeUnit.SECONDS) - redissonTook);

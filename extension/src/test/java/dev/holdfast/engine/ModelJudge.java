@@ -26,7 +26,9 @@ import java.util.stream.Collectors;
  *       contract's local deadline guarantees — or it was force-unlocked (a {@code forceUnlock} of
  *       that lock may have run between the older acquisition and the newer one; one that failed
  *       may have run up to {@value #LATE_FORCE_MICROS} µs later) and it was not then released
- *       normally.</li>
+ *       normally (a release that succeeded only when retried after its final release got no
+ *       answer does not count: the retry settles that release without saying whether the hold
+ *       was still there).</li>
  *   <li>{@code holdcount}: {@code getHoldCount()} in a quiet period (no fault active during the
  *       call nor in the watchdog timeout + 1 s before it) equals the model's count (0 once a
  *       loss is known), unless a loss was reported by the end of the call, a forceUnlock may
@@ -270,11 +272,23 @@ final class ModelJudge {
         return "loss reported before the next acquisition";
       }
     }
-    if (!older.endKind().equals("UNLOCKED")
+    if ((!older.endKind().equals("UNLOCKED") || endedInDoubt(older))
         && forceUnlockMayHaveRun(older.begin().lock(), older.callStart(), newer.acquiredAt())) {
       return "force-unlocked";
     }
     return null;
+  }
+
+  /**
+   * Whether the final release of {@code ep} got no answer ({@code LockException} at count 1)
+   * before an unlock succeeded: that success is the retry settling the release in doubt, which
+   * does not say whether the hold was still there when the release was sent (the
+   * {@code DistributedLock#unlock} contract: the hold ended when it was sent, no loss is
+   * reported) — so it does not show that a forceUnlock missed the hold.
+   */
+  private boolean endedInDoubt(Episode ep) {
+    return callsByEpisode.getOrDefault(ep.id(), List.of()).stream()
+        .anyMatch(c -> isUnlock(c) && c.outcome().equals("LOCK_EXCEPTION") && c.a() == 1);
   }
 
   private boolean forceUnlockMayHaveRun(String lock, long from, long to) {

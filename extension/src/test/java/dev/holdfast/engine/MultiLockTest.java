@@ -275,6 +275,57 @@ class MultiLockTest {
   }
 
   /**
+   * Soak cluster 509590143631627962 {@code [loss-report]}: a {@code LockLost} for member
+   * {@code n0} of a thread that did not hold the multi-lock. A round of an acquisition took
+   * {@code n0}; while it tried the next member (busy), another client force-unlocked {@code n0};
+   * the round gave up and gave {@code n0} back, found it gone, and reported it lost — a hold the
+   * application never had. A member an acquisition takes and gives back is not the
+   * application's: finding it gone is no loss, and the call simply did not acquire. Here the
+   * busy member is a gate the test opens once {@code n0} is gone, so the order is certain.
+   */
+  @Test
+  void memberTakenThenForceUnlockedWhileTheRoundGivesUp_isNotReportedLost() throws Exception {
+    LossRecorder lost = LossRecorder.on(client);
+    CountDownLatch tried = new CountDownLatch(1);
+    CountDownLatch open = new CountDownLatch(1);
+    DistributedLock gate = busyGate(tried, open); // named "zz-gate": tried after "n0"
+    DistributedLock multi = client.getMultiLock(client.getLock("n0"), gate);
+    Future<Boolean> acquired = threads.submit(() -> multi.tryLock());
+    assertTrue(tried.await(10, TimeUnit.SECONDS), "the round took n0 and tries the gate");
+    assertTrue(client.getLock("n0").isLocked());
+    assertTrue(other.getLock("n0").forceUnlock(), "another client force-unlocks n0");
+    open.countDown();
+    assertFalse(acquired.get(10, TimeUnit.SECONDS), "not acquired: the gate stayed busy");
+    assertEquals(0, lost.count(), "a member the application never held reported lost: " + lost);
+    // The thread holds nothing: n0 can be taken again at once, by anyone.
+    DistributedLock n0 = other.getLock("n0");
+    assertTrue(n0.tryLock());
+    n0.unlock();
+  }
+
+  /**
+   * A member that is always busy: its {@code tryLock()} signals {@code tried}, waits until
+   * {@code open} and answers false.
+   */
+  private static DistributedLock busyGate(CountDownLatch tried, CountDownLatch open) {
+    return (DistributedLock) java.lang.reflect.Proxy.newProxyInstance(
+        DistributedLock.class.getClassLoader(), new Class<?>[] {DistributedLock.class},
+        (proxy, method, args) -> switch (method.getName()) {
+          case "getName", "toString" -> "zz-gate";
+          case "hashCode" -> System.identityHashCode(proxy);
+          case "equals" -> proxy == args[0];
+          case "tryLock" -> {
+            tried.countDown();
+            if (!open.await(10, TimeUnit.SECONDS)) {
+              throw new IllegalStateException("the test never opened the gate");
+            }
+            yield false;
+          }
+          default -> throw new UnsupportedOperationException(method.getName());
+        });
+  }
+
+  /**
    * Runs one thread per lock, each taking it {@code rounds} times; all must finish.
    *
    * @return how many sections ran

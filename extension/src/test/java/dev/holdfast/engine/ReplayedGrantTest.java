@@ -147,6 +147,107 @@ class ReplayedGrantTest {
   }
 
   /**
+   * Soak standalone -4693406884787565169 {@code [fencing]}: a fenced {@code lock(1126ms)}
+   * returned "acquired" with no token, and the hold was reported lost 0.7 ms later. The grant
+   * was a replay: a re-send answered {@code d:1:<token>} with the TTL the hold had left, and
+   * that answer came when the time was over — the client returned a hold it no longer believed
+   * ({@code getToken()} is null for such a hold). Here the attempt's first send and its sealed
+   * re-send run with their replies lost (connection dropped), the grant then has 1.5 s left, and
+   * the third send's answer (the replay) is delivered only after the grant ran out. The call
+   * must not return that grant; it acquires afresh, with a new, greater token, and nothing is
+   * reported lost.
+   */
+  @Test
+  void fenced_grantReplayedAfterItsTimeWasUp_isNotReturned_aFreshGrantIs() throws Exception {
+    LockClient patient = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "10s"));
+    LossRecorder lost = LossRecorder.on(patient);
+    FencedLock lock = patient.getFencedLock("contested");
+    warmUp(lock);
+    proxy.holdScriptReplies(true);
+    Long[] token = new Long[1];
+    boolean[] held = new boolean[1];
+    Thread caller = new Thread(() -> {
+      try {
+        if (lock.tryLock(30_000, 10_000, MILLISECONDS)) {
+          token[0] = lock.getToken();
+          held[0] = lock.isHeldByCurrentThread();
+          lock.unlock();
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 1,
+        "the first send ran, its reply held");
+    proxy.cutHeldReplies();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 2
+        && grantMarkerExists("contested"), "the sealed re-send granted it, its reply held");
+    long replayedToken;
+    try (Jedis jedis = redis.server().admin()) {
+      String marker = jedis.keys("holdfast_unlock_marker:{contested}:*").stream()
+          .map(jedis::get).filter(v -> v != null && v.startsWith("d:1:")).findFirst()
+          .orElseThrow();
+      replayedToken = Long.parseLong(marker.substring("d:1:".length()));
+      jedis.pexpire("contested", 1_500); // the grant has little time left
+    }
+    proxy.cutHeldReplies();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 3,
+        "the next re-send replayed the grant, its reply held");
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("contested"),
+        "the replayed grant ran out");
+    proxy.holdScriptReplies(false);
+    caller.join();
+    assertNotNull(token[0], "acquired with a fencing token (a replay answered too late "
+        + "returned a hold no longer believed, which has none)");
+    assertTrue(held[0], "the thread holds it");
+    assertTrue(token[0] > replayedToken, "a fresh grant's token " + token[0] + " is greater than "
+        + "the replayed one " + replayedToken);
+    assertEquals(0, lost.count(), "nothing was reported lost: " + lost);
+  }
+
+  /**
+   * The same with a fresh grant (CI replay of seed -4693406884787565169, {@code [fencing]} on a
+   * {@code tryLock(579ms,1296ms)}): the first send ran with its reply lost, the sealed re-send
+   * took the leftover afresh (a full lease) — but a lease counts from the request's first send,
+   * and the answer came only after the key had expired. Not returned; acquired afresh.
+   */
+  @Test
+  void fenced_reSentGrantAnsweredAfterItsTimeWasUp_isNotReturned_aFreshGrantIs()
+      throws Exception {
+    LockClient patient = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "10s"));
+    LossRecorder lost = LossRecorder.on(patient);
+    FencedLock lock = patient.getFencedLock("contested");
+    warmUp(lock);
+    proxy.holdScriptReplies(true);
+    Long[] token = new Long[1];
+    Thread caller = new Thread(() -> {
+      try {
+        if (lock.tryLock(30_000, 1_500, MILLISECONDS)) {
+          token[0] = lock.getToken();
+          lock.unlock();
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 1,
+        "the first send ran, its reply held");
+    proxy.cutHeldReplies();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 2
+        && grantMarkerExists("contested"), "the sealed re-send granted it, its reply held");
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("contested"),
+        "the grant's lease ran out");
+    proxy.holdScriptReplies(false);
+    caller.join();
+    assertNotNull(token[0], "acquired with a fencing token");
+    assertEquals(0, lost.count(), "nothing was reported lost: " + lost);
+  }
+
+  /**
    * The client acquires {@code name} "contested" (fixed lease 10 s, waiting up to
    * {@link #WAIT_MS}); its first attempt and the sealed retry run unanswered; the grant is then
    * ended (as if its lease ran out) and the rival acquires; only then does a re-send get through.

@@ -179,6 +179,19 @@ public final class FaultProxy implements AutoCloseable {
     return count;
   }
 
+  /**
+   * Bytes of requests read from clients and not yet delivered to Redis (held back by
+   * {@link #delay(Duration)} or {@link #blackHole(boolean)}), over every connection: 0 once every
+   * request sent so far — a late copy included — has been handed to Redis.
+   */
+  public long pendingRequestBytes() {
+    long bytes = 0;
+    for (Link link : links) {
+      bytes += link.up.queuedBytes();
+    }
+    return bytes;
+  }
+
   /** Client connections open now. */
   public int openConnections() {
     return links.size();
@@ -425,6 +438,10 @@ public final class FaultProxy implements AutoCloseable {
 
     synchronized void wake() {
       notifyAll();
+    }
+
+    synchronized int queuedBytes() {
+      return queuedBytes;
     }
 
     /** Caller holds this monitor. Proxy threads are private and never interrupted. */
