@@ -285,6 +285,11 @@ public final class LockEngine implements AutoCloseable {
     waiting.addAndGet(delta);
   }
 
+  /** Threads parked in an acquisition now, for tests and metrics. */
+  int waitingThreads() {
+    return waiting.get();
+  }
+
   /** A lock was handed to a waiting thread of this client ({@link LockScripts#TRANSFER}). */
   void handedOff() {
     handoffs.incrementAndGet();
