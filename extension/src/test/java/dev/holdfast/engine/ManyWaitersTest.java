@@ -86,6 +86,7 @@ class ManyWaitersTest {
   void waitingThreads_scriptCallsDoNotGrowWithTheirNumber() throws Exception {
     Cost one = waitThenAcquireInTurn(1);
     Cost many = waitThenAcquireInTurn(200);
+    System.out.println("script calls, 1 waiter: " + one + "; 200 waiters: " + many);
     // While held (~2 s, the holder's lease 1 s renewed): the head re-polls at most a few times.
     assertTrue(many.whileHeld <= Math.max(12, one.whileHeld * 3),
         "calls while 200 threads waited: " + many.whileHeld + " (1 thread: " + one.whileHeld
