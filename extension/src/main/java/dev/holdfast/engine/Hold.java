@@ -1,6 +1,5 @@
 package dev.holdfast.engine;
 
-import java.lang.ref.WeakReference;
 import java.util.ArrayDeque;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
@@ -35,7 +34,13 @@ final class Hold {
   final Id id;
   /** The template the hold is measured under (metrics, JFR). */
   final String template;
-  private final WeakReference<Thread> thread;
+  /**
+   * The holding thread, null for a hold made on another thread. Strong, so that whether it is
+   * alive never depends on the garbage collector: a virtual thread parked on something only its
+   * own stack reaches may be collected while it lives, which a weak reference would report as
+   * ended. Holds of ended threads are forgotten by the watchdog, so this keeps none for long.
+   */
+  private final Thread thread;
   /** When the first section opened (nanoTime); 0 for a record of owed work. Owner thread. */
   private volatile long acquiredAt;
   /** The JFR {@code LockHeld} event begun at acquisition, or null. Owner thread. */
@@ -78,7 +83,7 @@ final class Hold {
     this.template = template;
     this.id = new Id(names.holdKey(), threadId);
     Thread current = Thread.currentThread();
-    this.thread = new WeakReference<>(current.getId() == threadId ? current : null);
+    this.thread = current.getId() == threadId ? current : null;
   }
 
   /**
@@ -145,13 +150,13 @@ final class Hold {
   }
 
   boolean threadAlive() {
-    Thread t = thread.get();
+    Thread t = thread;
     return t != null && t.isAlive();
   }
 
-  /** The holding thread, or null if it is gone (or the hold was made on another thread). */
+  /** The holding thread, or null if the hold was made on another thread. */
   Thread thread() {
-    return thread.get();
+    return thread;
   }
 
   long acquiredAt() {
