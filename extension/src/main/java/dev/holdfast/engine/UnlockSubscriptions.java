@@ -100,7 +100,10 @@ final class UnlockSubscriptions implements AutoCloseable {
   /**
    * Unregisters a waiter. The last one out unsubscribes. A head leaving, with the lock or
    * without (timed out, interrupted), signals the next head: after a grant it tries at once
-   * (a shared lock may admit it too), and a wake-up the old head consumed is passed on.
+   * (a shared lock may admit it too), and a wake-up the old head consumed is passed on. After a
+   * grant of an exclusive lock that a thread of this client now holds to hand over
+   * ({@link WaitEntry#handedLocally}), the next head is not woken: it stays parked as a handoff
+   * candidate, and a release through Redis wakes it by its unlock message.
    */
   void leave(WaitEntry.Waiter waiter, boolean acquired) {
     WaitEntry entry = waiter.entry;
@@ -118,7 +121,9 @@ final class UnlockSubscriptions implements AutoCloseable {
         }
         entry.subscribed(false);
         connection = connections.get(entry.node);
-      } else if (head) {
+      } else if (head && !(acquired && entry.handedLocally())) {
+        // Not after a local grant of a lock handed over locally: the new head is handed it in
+        // turn, or woken by the unlock message if the release goes through Redis.
         entry.wakeOne();
       }
     }

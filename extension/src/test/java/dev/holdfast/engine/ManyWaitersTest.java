@@ -1,12 +1,14 @@
 package dev.holdfast.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.testing.Await;
+import dev.holdfast.testing.FaultProxy;
 import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -65,17 +67,78 @@ class ManyWaitersTest {
     assertEquals(0, losses.count(), "holds reported lost: " + losses);
   }
 
+  /**
+   * Platform threads (Java 17 too) through a proxy adding 3 ms to every reply, on a pool of two
+   * connections: the burst waits for connections far longer than one command timeout.
+   */
   @Test
-  void platformThreads_onTenNames_noFailuresNoOverlapsNoLosses() throws Exception {
+  void platformThreads_slowRedis_onTenNames_noFailuresNoOverlapsNoLosses() throws Exception {
+    try (FaultProxy proxy = new FaultProxy(redis.server().port())) {
+      proxy.delay(Duration.ofMillis(3));
+      LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri()),
+          LockClientConfig.POOL_MAX_SIZE, "2", LockClientConfig.TIMEOUT, "1s");
+      LossRecorder losses = LossRecorder.on(client);
+      Result r = burst(client, TestThreads.platform(), 1_000, 2, 10);
+      assertEquals(List.of(), r.failures.stream().limit(5).toList(),
+          r.failures.size() + " calls failed");
+      assertEquals(0, r.overlaps.get(), "two threads held one lock at once");
+      assertEquals(2_000, r.done.get());
+      assertEquals(0, losses.count(), "holds reported lost: " + losses);
+    }
+  }
+
+  /**
+   * Every connection acquisitions may use is taken: a timed tryLock counts the wait for one in
+   * its own wait and returns false, queued, never failing; a single try returns false; releases
+   * and renewals use the reserve and go on; lock() waits and gets the lock once one is free.
+   */
+  @Test
+  void acquisitionsOutOfConnections_waitWithinTheirWait_releasesAndRenewalsGoOn()
+      throws Exception {
     LockClient client = clients.create(direct, LockClientConfig.POOL_MAX_SIZE, "4",
-        LockClientConfig.TIMEOUT, "500ms");
+        LockClientConfig.TIMEOUT, "300ms", LockClientConfig.WATCHDOG_TIMEOUT, "1s");
+    LockEngine engine = Clients.engine(client);
     LossRecorder losses = LossRecorder.on(client);
-    Result r = burst(client, TestThreads.platform(), 500, 2, 10);
-    assertEquals(List.of(), r.failures.stream().limit(5).toList(),
-        r.failures.size() + " calls failed");
-    assertEquals(0, r.overlaps.get(), "two threads held one lock at once");
-    assertEquals(1_000, r.done.get());
-    assertEquals(0, losses.count(), "holds reported lost: " + losses);
+    DistributedLock held = client.getLock("held");
+    held.lock(); // before the permits are gone
+    RedisTopology topology = engine.topology();
+    int permits = 4 - RedisTopology.reserve(4);
+    for (int i = 0; i < permits; i++) {
+      assertTrue(topology.enterAcquisition(0, false));
+    }
+    try {
+      DistributedLock free = client.getLock("free");
+      long start = System.nanoTime();
+      assertFalse(free.tryLock(300, TimeUnit.MILLISECONDS), "no connection within the wait");
+      assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(300),
+          "the wait for a connection counted in the call's own wait");
+      assertFalse(free.tryLock(), "a single try without a connection");
+      // Renewals go on (the hold outlives three leases of 1 s) and the release is not queued.
+      Thread.sleep(3_000);
+      assertTrue(held.isHeldByCurrentThread());
+      held.unlock();
+      assertFalse(held.isLocked());
+
+      AtomicInteger got = new AtomicInteger();
+      Thread waiter = TestThreads.platform().newThread(() -> {
+        free.lock();
+        got.incrementAndGet();
+        free.unlock();
+      });
+      waiter.start();
+      Await.until(Duration.ofSeconds(20), () -> topology.acquisitionsQueued() == 1,
+          "lock() queued for a connection");
+      assertEquals(0, got.get());
+      topology.leaveAcquisition();
+      permits--;
+      waiter.join(20_000);
+      assertEquals(1, got.get(), "lock() got the lock once a connection was free");
+      assertEquals(0, losses.count(), "holds reported lost: " + losses);
+    } finally {
+      for (int i = 0; i < permits; i++) {
+        topology.leaveAcquisition();
+      }
+    }
   }
 
   /**
