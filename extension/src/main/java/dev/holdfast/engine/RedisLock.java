@@ -407,9 +407,15 @@ final class RedisLock implements FencedLock {
       return false;
     }
     WaitEntry entry = engine.subscriptions().peek(names);
-    return entry != null && (entry.hasWaiters()
-        || (handsOff() && entry.handedLocally() && entry.subscribed()))
-        && engine.holds().get(attempt.id) == null;
+    if (entry == null || engine.holds().get(attempt.id) != null) {
+      return false;
+    }
+    if (handsOff()) {
+      // Queued behind a thread of this client that holds it; else (its last release went
+      // through Redis, where the lock may be free) one look at Redis first.
+      return entry.handedLocally() && entry.subscribed();
+    }
+    return entry.hasWaiters();
   }
 
   /**
