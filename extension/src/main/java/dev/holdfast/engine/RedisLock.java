@@ -394,11 +394,13 @@ final class RedisLock implements FencedLock {
   /**
    * Whether a fresh acquisition joins its lock's local queue without trying Redis first (see
    * {@link WaitEntry#isHead}): the call may wait longer than a short wait, is no re-entry and
-   * owes nothing, the kind's waiters share the lock's channel (not a fair lock's own ones),
-   * and other threads of this client wait for the lock already — or, for a lock handed over
-   * locally, one of them was last handed it and the queue's subscription stands. As a new head
-   * in that last case its first park is bounded by {@link #QUEUED_PARK_MS}, so a holder that
-   * ends otherwise than by a release of this client costs it at most that.
+   * owes nothing, the kind's waiters share the lock's channel (not a fair lock's own ones), and
+   * — for a lock handed over locally (exclusive, not fenced) — a thread of this client was last
+   * given it and the queue's subscription stands (after a release through Redis the lock may be
+   * free: one look first, one script per acquisition, keeps the hot key's throughput), or — for
+   * the other kinds — other threads of this client wait for the lock already. As a new head in
+   * the first case its first park is bounded by {@link #QUEUED_PARK_MS}, so a holder that ends
+   * otherwise than by a release of this client costs it at most that.
    */
   private boolean queuesLocally(long waitNanos, Attempt attempt) {
     if (waitNanos == 0 || attempt.uncertain
