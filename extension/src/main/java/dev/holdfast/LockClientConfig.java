@@ -37,7 +37,9 @@ import javax.net.ssl.SSLSocketFactory;
  *   <tr><td>{@code holdfast.redis.timeout}</td><td>{@code 2s}</td><td>connect and socket
  *       timeout</td></tr>
  *   <tr><td>{@code holdfast.redis.pool.max-size}</td><td>64</td><td>command connections per
- *       node; waiting threads use none</td></tr>
+ *       node; waiting threads use none. A queue, not a limit: calls wait for a free connection
+ *       ({@code tryLock} within its wait); acquisitions use at most three quarters of it, the
+ *       rest stays free for releases and renewals</td></tr>
  *   <tr><td>{@code holdfast.watchdog-timeout}</td><td>{@code 30s}</td><td>lease kept alive by
  *       the watchdog, renewed every third of it</td></tr>
  *   <tr><td>{@code holdfast.key-prefix}</td><td>empty</td><td>prepended to every lock

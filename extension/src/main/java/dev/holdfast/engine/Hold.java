@@ -36,10 +36,18 @@ final class Hold {
   /** The template the hold is measured under (metrics, JFR). */
   final String template;
   /**
-   * Who owns the hold, weakly: its thread, or for a hold owned by an object ({@link
-   * OwnedLockHold}, negative {@link #threadId}) that object; see {@link #threadAlive()}.
+   * The holding thread, null for a hold made on another thread or owned by an object. Strong,
+   * so that whether it is alive never depends on the garbage collector: a virtual thread parked
+   * on something only its own stack reaches may be collected while it lives, which a weak
+   * reference would report as ended. Holds of ended threads are forgotten by the watchdog, so
+   * this keeps none for long.
    */
-  private final WeakReference<Object> owner;
+  private final Thread thread;
+  /**
+   * For a hold owned by an object ({@link OwnedLockHold}, negative {@link #threadId}): that
+   * object, weakly, so that a hold dropped without release is noticed; else null.
+   */
+  private final WeakReference<OwnedLockHold> holdOwner;
   /** When the first section opened (nanoTime); 0 for a record of owed work. Owner thread. */
   private volatile long acquiredAt;
   /** The JFR {@code LockHeld} event begun at acquisition, or null. Owner thread. */
@@ -91,8 +99,9 @@ final class Hold {
     this.template = template;
     this.id = new Id(names.holdKey(), threadId);
     Thread current = Thread.currentThread();
-    this.owner = new WeakReference<>(threadId < 0 ? owner
-        : current.getId() == threadId ? current : null);
+    this.thread = threadId >= 0 && current.getId() == threadId ? current : null;
+    this.holdOwner = threadId < 0 && owner instanceof OwnedLockHold h
+        ? new WeakReference<>(h) : null;
   }
 
   /**
@@ -163,19 +172,20 @@ final class Hold {
    * an object, that object is still reachable and was not released.
    */
   boolean threadAlive() {
-    Object o = owner.get();
-    if (o instanceof OwnedLockHold h) {
-      return !h.released();
+    if (holdOwner != null) {
+      OwnedLockHold h = holdOwner.get();
+      return h != null && !h.released();
     }
-    return o instanceof Thread t && t.isAlive();
+    Thread t = thread;
+    return t != null && t.isAlive();
   }
 
   /**
-   * The holding thread, or null if it is gone (or the hold was made on another thread, or is
-   * owned by an object).
+   * The holding thread, or null if the hold was made on another thread or is owned by an
+   * object.
    */
   Thread thread() {
-    return owner.get() instanceof Thread t ? t : null;
+    return thread;
   }
 
   /** Whether the owner is an object ({@link OwnedLockHold}) rather than a thread. */

@@ -62,6 +62,11 @@ final class RedisLock implements FencedLock {
   static final long SHORT_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
   /** Longest first park of an acquisition that queued for a local handoff without trying. */
   private static final long QUEUED_PARK_MS = 100;
+  /**
+   * Park bound of a local waiter behind its queue's head: it wakes when signalled (its turn, a
+   * handoff, the client closing); this bound only re-checks its place, without Redis.
+   */
+  private static final long LOCAL_PARK_MS = 1_000;
   /** Retry interval while Redis cannot be reached during a wait. */
   private static final long OUTAGE_RETRY_MS = 200;
   private static final long WATCHDOG = Hold.WATCHDOG;
@@ -243,6 +248,7 @@ final class RedisLock implements FencedLock {
     Object waitEvent = LockEvents.waitBegins();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
     Attempt attempt = new Attempt(ownerId, owner, leaseMillis, waitNanos != 0);
+    attempt.interruptible = interruptible;
     WaitEntry.Waiter waiter = null;
     boolean parked = false;
     boolean acquired = false;
@@ -253,6 +259,10 @@ final class RedisLock implements FencedLock {
         return false;
       }
       long failingSince = 0;
+      // Whether this thread headed its lock's local queue at its last look (or tried Redis
+      // unqueued): a thread that becomes head while a thread of this client holds the lock
+      // waits once for the handoff before it asks Redis.
+      boolean head = true;
       while (true) {
         try {
           interrupted |= waitNanos != 0
@@ -261,12 +271,23 @@ final class RedisLock implements FencedLock {
           outcome = Outcome.INTERRUPTED;
           throw e;
         }
+        if (waiter == null && queuesLocally(waitNanos, attempt)) {
+          // Other threads of this client wait for it already, or one holds it and hands it
+          // over next: queue behind them rather than ask Redis what it would answer "held" to.
+          waiter = engine.subscriptions().join(names, names.channel(), handsOff(),
+              attempt.field, attempt.lease());
+          head = false;
+        }
+        boolean wasHead = head;
+        head = waiter == null || waiter.entry.isHead(waiter);
         long pttl;
-        if (waiter == null && queuesForHandoff(waitNanos, attempt)) {
-          // Another thread of this client holds it and hands it over next: join the queue
-          // rather than ask Redis what it would answer "held" to.
-          waiter = engine.subscriptions().join(names, names.channel(), true, attempt.field,
-              attempt.lease());
+        if (waiter != null && !attempt.uncertain && !head) {
+          // Behind the head: no Redis call until its turn comes or it is handed the lock.
+          pttl = LOCAL_PARK_MS;
+        } else if (waiter != null && !wasHead && handsOff() && !attempt.uncertain
+            && waiter.entry.handedLocally() && waiter.entry.subscribed()
+            && engine.holds().get(attempt.id) == null) {
+          // A new head while a thread of this client holds it: the release hands it over.
           pttl = QUEUED_PARK_MS;
         } else {
           try {
@@ -293,6 +314,10 @@ final class RedisLock implements FencedLock {
           }
         }
         if (pttl == ACQUIRED) {
+          if (waiter != null && handsOff() && waiter.entry.hasOthers(waiter)) {
+            // The next head waits for this thread's handoff rather than ask Redis at once.
+            waiter.entry.handedLocally(true);
+          }
           acquired = true;
           outcome = Outcome.ACQUIRED;
           return true;
@@ -388,19 +413,32 @@ final class RedisLock implements FencedLock {
   }
 
   /**
-   * Whether a fresh acquisition queues for a local handoff without trying Redis first: the lock
-   * was last handed to a thread of this client, the queue's subscription stands, and the call
-   * may wait longer than a short wait. Its first park is bounded by {@link #QUEUED_PARK_MS}, so
-   * a holder that ends otherwise than by a release of this client costs it at most that.
+   * Whether a fresh acquisition joins its lock's local queue without trying Redis first (see
+   * {@link WaitEntry#isHead}): the call may wait longer than a short wait, is no re-entry and
+   * owes nothing, the kind's waiters share the lock's channel (not a fair lock's own ones), and
+   * — for a lock handed over locally (exclusive, not fenced) — a thread of this client was last
+   * given it and the queue's subscription stands (after a release through Redis the lock may be
+   * free: one look first, one script per acquisition, keeps the hot key's throughput), or — for
+   * the other kinds — other threads of this client wait for the lock already. As a new head in
+   * the first case its first park is bounded by {@link #QUEUED_PARK_MS}, so a holder that ends
+   * otherwise than by a release of this client costs it at most that.
    */
-  private boolean queuesForHandoff(long waitNanos, Attempt attempt) {
-    if (!handsOff() || attempt.uncertain
-        || (waitNanos != FOREVER && waitNanos <= SHORT_WAIT_NANOS)) {
+  private boolean queuesLocally(long waitNanos, Attempt attempt) {
+    if (waitNanos == 0 || attempt.uncertain
+        || (waitNanos != FOREVER && waitNanos <= SHORT_WAIT_NANOS)
+        || !names.kind().waitChannel(names, attempt.field).equals(names.channel())) {
       return false;
     }
     WaitEntry entry = engine.subscriptions().peek(names);
-    return entry != null && entry.handedLocally() && entry.subscribed()
-        && engine.holds().get(attempt.id) == null;
+    if (entry == null || engine.holds().get(attempt.id) != null) {
+      return false;
+    }
+    if (handsOff()) {
+      // Queued behind a thread of this client that holds it; else (its last release went
+      // through Redis, where the lock may be free) one look at Redis first.
+      return entry.handedLocally() && entry.subscribed();
+    }
+    return entry.hasWaiters();
   }
 
   /**
@@ -465,6 +503,8 @@ final class RedisLock implements FencedLock {
     private long requestSentAt;
     /** Whether {@link #requestId} was sent and never answered. */
     boolean uncertain;
+    /** Whether an interrupt ends the call's waits (for a connection too). */
+    boolean interruptible;
 
     Attempt(long threadId, Object owner, long leaseMillis, boolean waits) {
       this.waits = waits;
@@ -555,6 +595,12 @@ final class RedisLock implements FencedLock {
       String assignToken = fenced && (hold == null || hold.token() == 0) ? "1" : "0";
       RedisTopology.Replicated replicated;
       List<?> reply;
+      // The client's connections are a queue, not an error: wait for one within the call's own
+      // wait (a single try waits about one command, as for its reply), else "not acquired".
+      if (!engine.topology().enterAcquisition(!waits ? engine.topology().timeout.toNanos()
+          : refusalNanos, interruptible)) {
+        return 0;
+      }
       long sentAt = System.nanoTime();
       int[] sends = {0}; // how often the call below sends it (a refused or unanswered re-send)
       if (hold != null) {
@@ -577,6 +623,7 @@ final class RedisLock implements FencedLock {
         uncertain |= e.mayHaveRun(); // a refused re-send leaves an earlier send's doubt
         throw e;
       } finally {
+        engine.topology().leaveAcquisition();
         if (hold != null) {
           hold.endCall();
         }

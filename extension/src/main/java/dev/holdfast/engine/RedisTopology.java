@@ -16,6 +16,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -78,10 +80,19 @@ abstract class RedisTopology implements AutoCloseable {
   /** {@code auto}: the online replicas of each node, as last reported by a script. */
   private final Map<HostAndPort, KnownReplicas> knownReplicas = new ConcurrentHashMap<>();
   private volatile LockObserver observer = LockObserver.NONE;
+  /**
+   * The command connections acquisitions may use at once: the pool less {@link #reserve}, taken
+   * in arrival order. Acquiring threads are the one population of callers whose number has no
+   * bound (every waiting thread of every lock); releases, handoffs, renewals, settling and
+   * queries are bounded by the holds and never wait for a permit, so they always find at least
+   * the reserve free of acquisitions and never starve behind a burst of acquirers.
+   */
+  private final Semaphore acquisitions;
 
   private RedisTopology(JedisClientConfig clientConfig, LockClientConfig config) {
     this.clientConfig = clientConfig;
     this.timeout = config.timeout();
+    this.acquisitions = new Semaphore(config.poolMaxSize() - reserve(config.poolMaxSize()), true);
     this.syncReplicas = config.syncReplicas();
     this.syncTimeoutMillis = Math.toIntExact(config.syncTimeout().toMillis());
     // RESP2 so that pub/sub pushes arrive as plain arrays on the subscriber's own connection.
@@ -107,7 +118,11 @@ abstract class RedisTopology implements AutoCloseable {
     pool.setMaxIdle(config.poolMaxSize());
     pool.setMinIdle(0);
     pool.setBlockWhenExhausted(true);
-    pool.setMaxWait(config.timeout());
+    // A pool is a queue, not an error: a caller waits for a connection as long as it takes (a
+    // busy connection comes back within about one command timeout). Acquisitions bound their
+    // own wait before they take a connection (enterAcquisition); a real outage still fails at
+    // once, when the pool cannot create a connection.
+    pool.setMaxWait(Duration.ofMillis(-1));
     RedisTopology topology;
     try {
       topology = switch (config.mode()) {
@@ -130,6 +145,67 @@ abstract class RedisTopology implements AutoCloseable {
       }
     }
     return topology;
+  }
+
+  /**
+   * The connections of a pool of {@code poolMaxSize} kept free of acquisitions for releases,
+   * handoffs, renewals and settling: a quarter, at least one (none for a pool of one, which
+   * then serves everything in turn).
+   */
+  static int reserve(int poolMaxSize) {
+    return poolMaxSize < 2 ? 0 : Math.max(1, poolMaxSize / 4);
+  }
+
+  /**
+   * Waits for one of the connections acquisitions may use (see {@link #acquisitions}), in
+   * arrival order; pair a {@code true} answer with {@link #leaveAcquisition()}.
+   *
+   * @param waitNanos {@link #UNBOUNDED} to wait as long as it takes, else at most this long
+   * @param interruptible whether an interrupt ends the wait (it returns false with the flag
+   *     set); else the flag is restored once a permit is had
+   * @return whether a permit was had; false if {@code waitNanos} passed first or the thread
+   *     was interrupted (interruptible only)
+   */
+  boolean enterAcquisition(long waitNanos, boolean interruptible) {
+    if (acquisitions.tryAcquire()) {
+      return true;
+    }
+    if (waitNanos == UNBOUNDED && !interruptible) {
+      acquisitions.acquireUninterruptibly();
+      return true;
+    }
+    long end = System.nanoTime() + Math.max(0, waitNanos);
+    boolean interrupted = false;
+    try {
+      while (true) {
+        try {
+          if (waitNanos == UNBOUNDED) {
+            acquisitions.acquire();
+            return true;
+          }
+          return acquisitions.tryAcquire(end - System.nanoTime(), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          interrupted = true;
+          if (interruptible) {
+            return false;
+          }
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** Returns the permit of {@link #enterAcquisition}. */
+  void leaveAcquisition() {
+    acquisitions.release();
+  }
+
+  /** Acquisitions waiting for a connection now, for tests. */
+  int acquisitionsQueued() {
+    return acquisitions.getQueueLength();
   }
 
   /** Connects to {@code node} as the command connections do (auth, database) and sends PING. */

@@ -98,13 +98,18 @@ final class UnlockSubscriptions implements AutoCloseable {
   }
 
   /**
-   * Unregisters a waiter. The last one out unsubscribes. A waiter leaving without the lock
-   * passes its wake-up on, in case it consumed the one meant for the next waiter.
+   * Unregisters a waiter. The last one out unsubscribes. A head leaving, with the lock or
+   * without (timed out, interrupted), signals the next head: after a grant it tries at once
+   * (a shared lock may admit it too), and a wake-up the old head consumed is passed on. After a
+   * grant of an exclusive lock that a thread of this client now holds to hand over
+   * ({@link WaitEntry#handedLocally}), the next head is not woken: it stays parked as a handoff
+   * candidate, and a release through Redis wakes it by its unlock message.
    */
   void leave(WaitEntry.Waiter waiter, boolean acquired) {
     WaitEntry entry = waiter.entry;
     SubscriberConnection connection = null;
     synchronized (this) {
+      boolean head = entry.isHead(waiter);
       entry.remove(waiter);
       entry.references--;
       if (entry.references == 0) {
@@ -116,7 +121,9 @@ final class UnlockSubscriptions implements AutoCloseable {
         }
         entry.subscribed(false);
         connection = connections.get(entry.node);
-      } else if (!acquired) {
+      } else if (head && !(acquired && entry.handedLocally())) {
+        // Not after a local grant of a lock handed over locally: the new head is handed it in
+        // turn, or woken by the unlock message if the release goes through Redis.
         entry.wakeOne();
       }
     }
@@ -137,8 +144,9 @@ final class UnlockSubscriptions implements AutoCloseable {
   }
 
   /**
-   * An unlock message arrived: {@code 0} (Redisson's unlock message) lets one waiter retry,
-   * {@code 1} (its read-unlock message: the lock may now admit many) lets all retry — of every
+   * An unlock message arrived: {@code 0} (Redisson's unlock message) lets the head retry,
+   * {@code 1} (its read-unlock message: the lock may now admit many) wakes all, and the head
+   * retries, each reader it admits passing the turn on at once (see {@link #leave}) — of every
    * lock waited for on {@code channel}, since it does not say which one it was for.
    */
   synchronized void onUnlockMessage(String channel, String message) {

@@ -13,9 +13,9 @@ import redis.clients.jedis.HostAndPort;
  * lock ({@link Key}), never to a channel alone: two locks may share a channel (lock {@code a}
  * and lock {@code {a}}, see {@link LockNames}), and one lock's waiters, handoff candidates and
  * handoff budget must never serve the other. Each waiting thread registers its own
- * {@link Waiter}, kept in order from join to leave. An unlock message signals one waiter (the
- * longest registered one without a signal pending), so one waiter retries; a (re)subscription
- * signals every registered waiter, so all re-poll.
+ * {@link Waiter}, kept in order from join to leave: a local FIFO queue whose head alone tries
+ * Redis ({@link #isHead}). An unlock message signals the head, so one waiter retries; a
+ * (re)subscription signals every registered waiter, and the head re-polls.
  *
  * <p>An exclusive lock's releasing thread may hand the lock directly to a registered waiter (see
  * {@link Waiter#claim()} and {@link RedisLock}); the per-lock budget that bounds such local
@@ -108,13 +108,41 @@ final class WaitEntry {
     waiters.remove(waiter);
   }
 
-  /** Signals the longest registered waiter that has no signal pending, if any. */
+  /**
+   * Signals the head: the one waiter that may try Redis (see {@link #isHead}). The others wait
+   * for their turn or a handoff, so waking them would cost nothing but a re-park.
+   */
   void wakeOne() {
+    Waiter head = waiters.peek();
+    if (head != null) {
+      head.signal();
+    }
+  }
+
+  /**
+   * Whether {@code waiter} heads the local queue: of the threads of this client waiting for this
+   * lock, only the head contends in Redis; the others wait in join order (FIFO) until they are
+   * handed the lock by a releasing thread of this client or become head themselves. So the Redis
+   * calls of one lock's local waiters do not grow with their number. A head that leaves, with or
+   * without the lock, signals the next one ({@link UnlockSubscriptions#leave}).
+   */
+  boolean isHead(Waiter waiter) {
+    return waiters.peek() == waiter;
+  }
+
+  /** Whether a thread other than {@code waiter} waits here now. */
+  boolean hasOthers(Waiter waiter) {
     for (Waiter w : waiters) {
-      if (w.signal()) {
-        return;
+      if (w != waiter) {
+        return true;
       }
     }
+    return false;
+  }
+
+  /** Whether some thread waits here now. */
+  boolean hasWaiters() {
+    return !waiters.isEmpty();
   }
 
   /** Signals every registered waiter, parked or about to park: none can miss it. */
