@@ -24,8 +24,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *   <li>a platform holder thread takes every name (with the implementation's client);</li>
  *   <li>baseline: used heap after full GCs ({@code System.gc()}, {@code MemoryMXBean});</li>
  *   <li>the waiters start, thread {@code t} calling {@code lock()} on name {@code t mod names};
- *       once every one has called it, {@code --settle} (5 s) passes, during which Redis's script
- *       calls are counted (what the waiting costs Redis, per second);</li>
+ *       once every one has called it, {@code --settle} (5 s) passes for their first attempts to
+ *       end, then Redis's script calls are counted for {@code --window} (5 s): what the waiting
+ *       costs Redis, per second;</li>
  *   <li>used heap after full GCs again: (that − baseline) ÷ waiters is the <em>heap per
  *       waiter</em>, the parked virtual thread's own stack included;</li>
  *   <li>the holder releases; each waiter, once it holds its lock, unlocks it; the time until all
@@ -36,7 +37,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * a parked virtual thread costs by itself, to read the libraries' rows against.
  *
  * <p>Flags: {@code --threads N}, {@code --names K}, {@code --impl holdfast,redisson,jdk} (all
- * three by default), {@code --settle D}, {@code --timeout D}, {@code --burn B} CPU burner threads
+ * three by default), {@code --settle D}, {@code --window D}, {@code --timeout D}, {@code --burn B} CPU burner threads
  * (as in {@link VirtualThreadsBenchmark}), {@code --out FILE}. Give the JVM room:
  * {@code /usr/lib/jvm/temurin-25-jdk-amd64/bin/java -Xmx4g -jar benchmarks/target/benchmarks.jar
  * virtual-threads-memory}. Exits with 1 if a library row did not complete.
@@ -64,10 +65,10 @@ final class WaiterMemoryBenchmark {
   record Result(Subject subject, int waiters, long waitingAtMeasure, long failedBeforeRelease,
       double heapPerWaiterBytes, double scriptCallsPerSecondWaiting, long done, long failed,
       double drainSeconds, boolean allEnded, String failures, long warnings,
-      String warningMessages) {
+      String warningMessages, long holderFailures, String holderFailureMessages) {
 
     boolean completed() {
-      return allEnded && failed == 0 && done == waiters;
+      return allEnded && failed == 0 && done == waiters && holderFailures == 0;
     }
   }
 
@@ -75,6 +76,7 @@ final class WaiterMemoryBenchmark {
     int threads = 100_000;
     int names = 100;
     Duration settle = Duration.ofSeconds(5);
+    Duration window = Duration.ofSeconds(5);
     Duration timeout = Duration.ofMinutes(10);
     int burn = 0;
     Path out = null;
@@ -86,6 +88,8 @@ final class WaiterMemoryBenchmark {
         case "--threads" -> threads = Integer.parseInt(VirtualThreadsBenchmark.value(args, ++i, arg));
         case "--names" -> names = Integer.parseInt(VirtualThreadsBenchmark.value(args, ++i, arg));
         case "--settle" -> settle = SideBySideBenchmark.duration(
+            VirtualThreadsBenchmark.value(args, ++i, arg));
+        case "--window" -> window = SideBySideBenchmark.duration(
             VirtualThreadsBenchmark.value(args, ++i, arg));
         case "--timeout" -> timeout = SideBySideBenchmark.duration(
             VirtualThreadsBenchmark.value(args, ++i, arg));
@@ -114,7 +118,7 @@ final class WaiterMemoryBenchmark {
       redisVersion = SideBySideBenchmark.redisVersion(redis.masters().get(0));
       for (Subject subject : subjects) {
         redis.flush();
-        Result result = measure(redis, subject, threads, names, settle, timeout);
+        Result result = measure(redis, subject, threads, names, settle, window, timeout);
         results.add(result);
         System.err.println(describe(result));
       }
@@ -132,8 +136,9 @@ final class WaiterMemoryBenchmark {
   }
 
   private static Result measure(Deployment redis, Subject subject, int threads, int names,
-      Duration settle, Duration timeout) throws Exception {
+      Duration settle, Duration window, Duration timeout) throws Exception {
     ManyThreads.Failures failures = new ManyThreads.Failures();
+    ManyThreads.Failures holderFailures = new ManyThreads.Failures();
     AtomicLong calling = new AtomicLong();
     AtomicLong acquired = new AtomicLong();
     AtomicLong done = new AtomicLong();
@@ -156,7 +161,13 @@ final class WaiterMemoryBenchmark {
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         }
-        locks.forEach(Lock::unlock);
+        for (Lock lock : locks) {
+          try {
+            lock.unlock();
+          } catch (RuntimeException e) { // e.g. the hold was lost meanwhile: counted, go on
+            holderFailures.add(e);
+          }
+        }
         released.countDown();
       }, "holder");
       holder.setDaemon(true);
@@ -188,11 +199,12 @@ final class WaiterMemoryBenchmark {
       while (calling.get() < threads && System.nanoTime() < deadline) {
         Thread.sleep(10);
       }
+      Thread.sleep(settle.toMillis()); // the waiters' first attempts end
       RedisUsage before = RedisUsage.of(redis.masters());
-      long settleStart = System.nanoTime();
-      Thread.sleep(settle.toMillis());
+      long windowStart = System.nanoTime();
+      Thread.sleep(window.toMillis());
       RedisUsage after = RedisUsage.of(redis.masters());
-      double settleSeconds = (System.nanoTime() - settleStart) / 1e9;
+      double settleSeconds = (System.nanoTime() - windowStart) / 1e9;
       long failedBefore = failures.total();
       long waiting = calling.get() - acquired.get() - failedBefore;
       long heap = usedHeapAfterGc();
@@ -208,7 +220,7 @@ final class WaiterMemoryBenchmark {
           subject.impl == null ? 0
               : (after.scriptCalls() - before.scriptCalls()) / settleSeconds,
           done.get(), failures.total(), drain, allEnded, failures.top(3), warnings.count(),
-          warnings.top(3));
+          warnings.top(3), holderFailures.total(), holderFailures.top(2));
     }
   }
 
@@ -241,6 +253,10 @@ final class WaiterMemoryBenchmark {
     }
     if (!r.warningMessages().isEmpty()) {
       s.append("\n  warnings:\n    ").append(r.warningMessages());
+    }
+    if (r.holderFailures() > 0) {
+      s.append("\n  the holder's unlock() failed ").append(r.holderFailures())
+          .append(" times:\n    ").append(r.holderFailureMessages());
     }
     return s.toString();
   }
