@@ -14,7 +14,12 @@ import java.util.Arrays;
  *   <li>{@code sync-replicas-cost [ops rounds]}: {@link SyncReplicasBenchmark};</li>
  *   <li>{@code observation [ops rounds modes...]}: {@link ObservationBenchmark};</li>
  *   <li>{@code script-cost [pairs]}: {@link ScriptCost}, the Redis-side cost of one
- *       uncontended lock+unlock per implementation.</li>
+ *       uncontended lock+unlock per implementation;</li>
+ *   <li>{@code virtual-threads [--threads N --calls C --names K --burn B ...]}:
+ *       {@link VirtualThreadsBenchmark}, a burst of virtual threads, Holdfast beside Redisson
+ *       (needs Java 21 or later);</li>
+ *   <li>{@code virtual-threads-memory [--threads N --names K ...]}:
+ *       {@link WaiterMemoryBenchmark}, heap per waiting virtual thread (Java 21 or later).</li>
  * </ul>
  */
 public final class Main {
@@ -25,7 +30,7 @@ public final class Main {
   public static void main(String[] args) throws Exception {
     if (args.length == 0) {
       System.err.println("usage: java -jar benchmarks.jar side-by-side|jmh|sync-replicas-cost"
-          + "|observation|script-cost [arguments]; see dev.holdfast.benchmarks.Main");
+          + "|observation|script-cost|virtual-threads|virtual-threads-memory [arguments]; see dev.holdfast.benchmarks.Main");
       System.exit(2);
     }
     String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -35,9 +40,12 @@ public final class Main {
       case "sync-replicas-cost" -> SyncReplicasBenchmark.main(rest);
       case "observation" -> ObservationBenchmark.main(rest);
       case "script-cost" -> ScriptCost.main(rest);
+      case "virtual-threads" -> System.exit(VirtualThreadsBenchmark.run(rest));
+      case "virtual-threads-memory" -> System.exit(WaiterMemoryBenchmark.run(rest));
       default -> {
         System.err.println("unknown command " + args[0]
-            + ": side-by-side, jmh, sync-replicas-cost, observation or script-cost");
+            + ": side-by-side, jmh, sync-replicas-cost, observation, script-cost, virtual-threads"
+            + " or virtual-threads-memory");
         System.exit(2);
       }
     }

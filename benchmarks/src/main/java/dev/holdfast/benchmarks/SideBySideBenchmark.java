@@ -290,7 +290,7 @@ public final class SideBySideBenchmark {
     return out.toString();
   }
 
-  private static String redisVersion(RedisServer server) {
+  static String redisVersion(RedisServer server) {
     try (Jedis admin = server.admin()) {
       for (String line : admin.info("server").split("\r?\n")) {
         if (line.startsWith("redis_version:")) {
