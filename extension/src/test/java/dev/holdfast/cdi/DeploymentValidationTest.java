@@ -549,6 +549,26 @@ class DeploymentValidationTest {
   }
 
   @Test
+  void lockedMethodReturningMulti_failsTheBuildCompatibleExtensionToo() {
+    assertFailsBuildCompatible("@Locked on " + ReturnsMulti.class.getName() + ".items() cannot "
+        + "work: it returns io.smallrye.mutiny.Multi, a stream of items", ReturnsMulti.class);
+  }
+
+  @Test
+  void lockedMethodReturningAFlowPublisher_failsTheBuildCompatibleExtensionToo() {
+    assertFailsBuildCompatible("@Locked on " + ReturnsFlowPublisher.class.getName()
+        + ".items() cannot work: it returns java.util.concurrent.Flow.Publisher",
+        ReturnsFlowPublisher.class);
+  }
+
+  @Test
+  void lockedMethodReturningAReactiveStreamsPublisher_failsTheBuildCompatibleExtensionToo() {
+    assertFailsBuildCompatible("@Locked on " + ReturnsPublisher.class.getName()
+        + ".items() cannot work: it returns org.reactivestreams.Publisher",
+        ReturnsPublisher.class);
+  }
+
+  @Test
   void skipIfBusy_onAsynchronousMethods_isValid() {
     try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
         .addBeanClasses(AsyncSkippers.class).initialize()) {
@@ -559,6 +579,19 @@ class DeploymentValidationTest {
   /** {@return every message of the deployment failure, which must contain {@code expected}} */
   private static String assertFails(String expected, Class<?>... beans) {
     try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(beans).initialize()) {
+      return fail("deployment succeeded, expected a failure saying: " + expected);
+    } catch (RuntimeException e) {
+      String all = messages(e);
+      assertTrue(all.contains(expected), "expected «" + expected + "» in:\n" + all);
+      return all;
+    }
+  }
+
+  /** {@link #assertFails} with the build-compatible extension as ArC runs it. */
+  private static String assertFailsBuildCompatible(String expected, Class<?>... beans) {
+    try (WeldContainer c = WeldInitiator.createWeld()
+        .addBuildCompatibleExtensions(PreparedOperationsTest.BuildCompatibleOnly.class)
         .addBeanClasses(beans).initialize()) {
       return fail("deployment succeeded, expected a failure saying: " + expected);
     } catch (RuntimeException e) {

@@ -1,5 +1,8 @@
 package dev.holdfast.example.stock;
 
+import dev.holdfast.Locked;
+import io.smallrye.common.annotation.RunOnVirtualThread;
+import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.DELETE;
@@ -23,6 +26,10 @@ import java.util.concurrent.TimeUnit;
  * PUT    /stock/A1  {"units": 20}             {"sku":"A1","units":20}
  * GET    /stock/A1                            {"sku":"A1","units":20}, 404 if never stocked
  * POST   /stock/A1/reserve                    {"reserved":true,"waitedMs":12}
+ * POST   /stock/A1/reserve-uni                the same as a Uni (non-blocking, event loop)
+ * POST   /stock/A1/reserve-virtual            {"reserved":true,"waitedMs":12,"virtualThread":true}
+ *                                             the same on a virtual thread (JDK 21+; a worker
+ *                                             thread on older JDKs)
  * POST   /stock/A1/reserve-unprotected        the same without the lock
  * POST   /stock/A1/restock?units=5            what the lock and the transaction did, in order
  * PUT    /stock/A1/fenced?holdMs=0  {"units": 5}
@@ -123,6 +130,42 @@ public class StockResource {
     return ReserveResult.of(inventory.reserve(sku), calledNanos);
   }
 
+  /**
+   * {@link #reserve} without blocking a thread while waiting for the lock: a {@code Uni} endpoint
+   * (run on the event loop) over the {@code @Locked} {@code Uni} method
+   * {@link Inventory#reserveUni}, which holds the SKU's lock until its work is done.
+   */
+  @POST
+  @Path("/reserve-uni")
+  public Uni<ReserveResult> reserveUni(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return inventory.reserveUni(sku).map(r -> ReserveResult.of(r, calledNanos));
+  }
+
+  /**
+   * {@link #reserve} on a virtual thread, the endpoint itself {@code @Locked} on the same lock:
+   * the lock belongs to the virtual thread that runs the call. On a JDK without virtual threads
+   * Quarkus runs it on a worker thread ({@code virtualThread} is then false).
+   */
+  @POST
+  @Path("/reserve-virtual")
+  @RunOnVirtualThread
+  @Locked("stock:{sku}")
+  public VirtualReserveResult reserveVirtual(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    ReserveResult result = ReserveResult.of(inventory.reserveUnprotected(sku), calledNanos);
+    return new VirtualReserveResult(result.reserved(), result.waitedMs(), onVirtualThread());
+  }
+
+  /** Whether this thread is virtual ({@code Thread.isVirtual()}, by reflection: Java 17 build). */
+  private static boolean onVirtualThread() {
+    try {
+      return (Boolean) Thread.class.getMethod("isVirtual").invoke(Thread.currentThread());
+    } catch (ReflectiveOperationException e) {
+      return false; // a JDK before 21
+    }
+  }
+
   @POST
   @Path("/reserve-unprotected")
   public ReserveResult reserveUnprotected(@PathParam("sku") String sku) {
@@ -199,6 +242,10 @@ public class StockResource {
       return new ReserveResult(reservation.reserved(),
           TimeUnit.NANOSECONDS.toMillis(reservation.startedNanos() - calledNanos));
     }
+  }
+
+  /** {@link ReserveResult}, and whether the call ran on a virtual thread. */
+  public record VirtualReserveResult(boolean reserved, long waitedMs, boolean virtualThread) {
   }
 
   /**

@@ -92,6 +92,47 @@ class TwoInstancesIT {
     }
   }
 
+  /**
+   * A {@code Uni} endpoint over a {@code @Locked} method returning {@code Uni} whose
+   * read-modify-write runs after the method returned: the lock is held until the {@code Uni}'s
+   * item, on both instances (proves the asynchronous path under ArC).
+   */
+  @Test
+  void lockedUniReservations_fromTwoInstances_sellExactlyTheStock() {
+    api.setStock(uris.get(0), "uni", STOCK);
+
+    StockApi.Burst burst = api.reserveAll(uris, "uni", "reserve-uni", REQUESTS);
+
+    assertEquals(0, burst.errors(), "failed requests");
+    assertEquals(STOCK, burst.reserved(), () -> "units reserved, by instance: "
+        + Arrays.toString(burst.reservedPerInstance()));
+    for (URI instance : uris) {
+      assertEquals(0, api.units(instance, "uni"), "stock left, as " + instance + " sees it");
+    }
+  }
+
+  /**
+   * A {@code @RunOnVirtualThread} endpoint that is itself {@code @Locked}: the lock's owner is a
+   * virtual thread (on a JDK with virtual threads, which the instances run on when the test
+   * does; Quarkus falls back to worker threads before JDK 21).
+   */
+  @Test
+  void lockedVirtualThreadReservations_fromTwoInstances_sellExactlyTheStock() {
+    api.setStock(uris.get(0), "virtual", STOCK);
+
+    StockApi.Burst burst = api.reserveAll(uris, "virtual", "reserve-virtual", REQUESTS);
+
+    assertEquals(0, burst.errors(), "failed requests");
+    assertEquals(STOCK, burst.reserved(), () -> "units reserved, by instance: "
+        + Arrays.toString(burst.reservedPerInstance()));
+    for (URI instance : uris) {
+      assertEquals(0, api.units(instance, "virtual"), "stock left, as " + instance + " sees it");
+    }
+    if (Runtime.version().feature() >= 21) {
+      assertEquals(REQUESTS, burst.onVirtualThreads(), "answers from a virtual thread");
+    }
+  }
+
   /** The control: the same load without the lock must go wrong, or the test above proves nothing. */
   @Test
   void unprotectedReservations_fromTwoInstances_oversell() {
