@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.FencingToken;
@@ -26,7 +27,9 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jboss.weld.junit5.EnableWeld;
 import org.jboss.weld.junit5.WeldInitiator;
@@ -211,21 +214,41 @@ class AsyncLockedTest {
     Await.until(LONG, () -> !lock("y").isLocked(), "released");
   }
 
+  /** Runs {@code call} on another thread, failing if it does not return promptly. */
+  private static <T> T returnsPromptly(java.util.concurrent.Callable<T> call) throws Exception {
+    java.util.concurrent.ExecutorService caller = Executors.newSingleThreadExecutor();
+    try {
+      return caller.submit(call).get(LONG.toSeconds(), TimeUnit.SECONDS);
+    } catch (TimeoutException e) {
+      return fail("the call blocked its caller while the lock was held elsewhere");
+    } finally {
+      caller.shutdownNow();
+    }
+  }
+
   @Test
   void callerIsNotBlocked_whileAnotherClientHoldsTheLock() throws Exception {
     try (LockClient other = otherClient()) {
       DistributedLock held = other.getLock("async:busy");
       held.lock();
-      CompletableFuture<String> work = CompletableFuture.completedFuture("done");
-      CompletionStage<String> stage = jobs().stage("busy", "s", work);
-      CompletableFuture<String> future = jobs().future("busy", "f", work);
-      // Both calls returned on this thread while the lock is held elsewhere.
-      assertNotStarted("s");
-      assertFalse(stage.toCompletableFuture().isDone());
-      assertFalse(future.isDone());
-      held.unlock();
-      assertEquals("done", valueOf(stage));
-      assertEquals("done", valueOf(future));
+      try {
+        CompletableFuture<String> work = CompletableFuture.completedFuture("done");
+        CompletionStage<String> stage = returnsPromptly(() -> jobs().stage("busy", "s", work));
+        CompletableFuture<String> future = returnsPromptly(
+            () -> jobs().future("busy", "f", work));
+        Uni<String> uni = jobs().uni("busy", "u", work);
+        CompletableFuture<String> subscribed = returnsPromptly(uni::subscribeAsCompletionStage);
+        assertNotStarted("s");
+        assertFalse(stage.toCompletableFuture().isDone());
+        assertFalse(future.isDone());
+        assertFalse(subscribed.isDone());
+      } finally {
+        held.unlock();
+      }
+      // The calls above returned although the lock was busy; they run now.
+      awaitStart("s");
+      awaitStart("f");
+      awaitStart("u");
     }
   }
 
