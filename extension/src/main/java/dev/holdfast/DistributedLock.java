@@ -153,6 +153,22 @@ public interface DistributedLock extends Lock {
    * move dependent work off it with the {@code *Async} methods and an executor of your own (in a
    * CDI container, preferably its {@code ManagedExecutor}).
    *
+   * <p>The client's threads: on Java 21 and later a virtual thread per acquisition, else daemon
+   * threads named {@code holdfast-async-<n>} (idle ones end after a minute). A dependent stage
+   * attached without an executor ({@code thenApply}, {@code whenComplete} …) runs on that
+   * thread, or on the attaching thread if the stage is complete already; blocking work there
+   * delays nothing of the client's but holds that thread. For example:
+   * <pre>{@code
+   * lock.acquireAsync(Duration.ofSeconds(5), null)
+   *     .thenApplyAsync(hold -> {
+   *       try (hold) {
+   *         return work();
+   *       }
+   *     }, managedExecutor);
+   * }</pre>
+   * Closing the client fails acquisitions still waiting and those asked for afterwards with
+   * {@link IllegalStateException}.
+   *
    * @param waitTime as for {@link #acquire(Duration, Duration)}
    * @param leaseTime as for {@link #acquire(Duration, Duration)}
    * @return a stage completed with the hold once held, or exceptionally with

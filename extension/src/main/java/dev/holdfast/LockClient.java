@@ -167,6 +167,10 @@ public final class LockClient implements AutoCloseable {
    *       {@code true} if any was held; {@code getName()}: {@code multi[a, b, …]};
    *       {@code newCondition()}: unsupported.</li>
    *   <li>Losses are reported per lock, by each lock's own client ({@link #onLockLost}).</li>
+   *   <li>No {@link LockHold}: {@link DistributedLock#acquire acquire} and
+   *       {@link DistributedLock#acquireAsync acquireAsync} throw
+   *       {@link UnsupportedOperationException}; a multi-lock is held by a thread. Take a
+   *       {@code LockHold} of each lock in a fixed order instead.</li>
    * </ul>
    *
    * @param locks at least one lock, none null, no lock twice
@@ -206,6 +210,9 @@ public final class LockClient implements AutoCloseable {
    *       value a majority has at least ({@code -2}: fewer than a majority held); a query throws
    *       {@link LockException} when too few servers answer to tell. {@code forceUnlock()}
    *       force-unlocks every server. {@code getName()} is the shared name.</li>
+   *   <li>No {@link LockHold}: {@link DistributedLock#acquire acquire} and
+   *       {@link DistributedLock#acquireAsync acquireAsync} throw
+   *       {@link UnsupportedOperationException}; a RedLock is held by a thread.</li>
    * </ul>
    *
    * @param locks one handle per independent server, normally with the same name

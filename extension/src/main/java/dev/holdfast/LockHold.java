@@ -13,7 +13,14 @@ import java.util.concurrent.CompletionStage;
  * thread that acquired it. Renewal by the watchdog, loss reporting ({@link LockLost} and the
  * client's listeners), replica acknowledgement and fencing apply exactly as to a thread's hold; a
  * hold that is garbage collected without {@link #release()} is given up like the hold of a thread
- * that ended without {@code unlock()}.
+ * that ended without {@code unlock()}. A loss is reported ({@link LockLost}) under the hold's
+ * owner id, a negative number no thread id equals, shown by {@code toString()}.
+ *
+ * <p>A hold excludes thread holds like any other owner: a thread that holds the lock waits for
+ * its own {@code LockHold} (and the other way round) until its wait elapses; neither side is
+ * refused as an upgrade of a read lock would be. A thread of this client waiting for the lock
+ * may be handed it directly when a hold of an exclusive lock is released, and the other way
+ * round, exactly as between threads.
  *
  * <p>Thread safety: every method may be called from any thread, concurrently; {@code release()},
  * {@code releaseAsync()} and {@code close()} release at most once between them.
@@ -53,6 +60,9 @@ public interface LockHold extends AutoCloseable {
    * would throw.
    *
    * @return the stage of the release; it completes on a thread of the client, not the caller's
+   *     (the threads of {@link DistributedLock#acquireAsync(java.time.Duration,
+   *     java.time.Duration) acquireAsync}), exceptionally with {@link IllegalStateException}
+   *     if the client is closed
    */
   CompletionStage<Void> releaseAsync();
 

@@ -17,8 +17,15 @@ import java.util.Objects;
  * Each {@code unlock()} of the hold's open sections throws an {@link IllegalMonitorStateException}
  * that says the lock was lost.
  *
+ * <p>For a hold owned by a {@link LockHold} rather than a thread, {@code threadId} is that
+ * hold's <em>owner id</em>: a negative number, unique within the client, that no thread id
+ * equals (it appears in {@code LockHold.toString()}). A {@code LockHold} that was garbage
+ * collected without {@link LockHold#release()} is reported lost like a thread that ended
+ * without unlocking, and its lock released in the background.
+ *
  * @param lockName   the name given to {@link LockClient#getLock(String)}
- * @param threadId   the id of the thread that held the lock
+ * @param threadId   the id of the thread that held the lock, or the negative owner id of the
+ *     {@link LockHold} that held it
  * @param reason     what was observed, for humans
  * @param detectedAt when the loss was noticed (not when it happened, which is unknowable)
  */
@@ -27,7 +34,7 @@ public record LockLost(String lockName, long threadId, String reason, Instant de
    * A report; Holdfast creates them, applications only receive them.
    *
    * @param lockName   the name given to {@link LockClient#getLock(String)}
-   * @param threadId   the id of the thread that held the lock
+   * @param threadId   the id of the thread that held the lock, or a {@link LockHold}'s owner id
    * @param reason     what was observed, for humans
    * @param detectedAt when the loss was noticed
    * @throws NullPointerException if {@code lockName}, {@code reason} or {@code detectedAt} is

@@ -1,6 +1,9 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.LockHold;
+import java.time.Duration;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -53,16 +56,32 @@ abstract class CompositeLock implements DistributedLock {
     return acquire(LockGroup.waitNanos(waitTime, unit), lease, true);
   }
 
+  /**
+   * Not supported: a composite lock's holds belong to threads (see {@code
+   * LockClient#getMultiLock} and {@code LockClient#getRedLock}).
+   *
+   * @throws UnsupportedOperationException always
+   */
   @Override
-  public dev.holdfast.LockHold acquire(java.time.Duration waitTime, java.time.Duration leaseTime)
-      throws InterruptedException {
-    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  public LockHold acquire(Duration waitTime, Duration leaseTime) {
+    throw unsupported();
   }
 
+  /**
+   * Not supported, as {@link #acquire(Duration, Duration)}.
+   *
+   * @throws UnsupportedOperationException always, from this call (not through the stage)
+   */
   @Override
-  public java.util.concurrent.CompletionStage<dev.holdfast.LockHold> acquireAsync(
-      java.time.Duration waitTime, java.time.Duration leaseTime) {
-    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  public CompletionStage<LockHold> acquireAsync(Duration waitTime, Duration leaseTime) {
+    throw unsupported();
+  }
+
+  private UnsupportedOperationException unsupported() {
+    return new UnsupportedOperationException(getClass().getSimpleName() + " " + getName()
+        + " has no LockHold: a multi-lock or RedLock is held by a thread only. Take a LockHold "
+        + "of each member lock instead (acquire them in a fixed order), or use lock()/unlock() "
+        + "on one thread");
   }
 
   private void acquireUninterruptibly(long leaseMillis) {

@@ -35,7 +35,11 @@ final class Hold {
   final Id id;
   /** The template the hold is measured under (metrics, JFR). */
   final String template;
-  private final WeakReference<Thread> thread;
+  /**
+   * Who owns the hold, weakly: its thread, or for a hold owned by an object ({@link
+   * OwnedLockHold}, negative {@link #threadId}) that object; see {@link #threadAlive()}.
+   */
+  private final WeakReference<Object> owner;
   /** When the first section opened (nanoTime); 0 for a record of owed work. Owner thread. */
   private volatile long acquiredAt;
   /** The JFR {@code LockHeld} event begun at acquisition, or null. Owner thread. */
@@ -72,13 +76,23 @@ final class Hold {
   long deadlineTaskAt;
 
   Hold(LockNames names, long threadId, String field, String template) {
+    this(names, threadId, field, template, null);
+  }
+
+  /**
+   * A hold of owner {@code threadId}: a thread id, or a negative owner id whose owner object is
+   * {@code owner} ({@link OwnedLockHold}); for a thread id the owner is the calling thread if it
+   * is that thread ({@code owner} is then ignored).
+   */
+  Hold(LockNames names, long threadId, String field, String template, Object owner) {
     this.names = names;
     this.threadId = threadId;
     this.field = field;
     this.template = template;
     this.id = new Id(names.holdKey(), threadId);
     Thread current = Thread.currentThread();
-    this.thread = new WeakReference<>(current.getId() == threadId ? current : null);
+    this.owner = new WeakReference<>(threadId < 0 ? owner
+        : current.getId() == threadId ? current : null);
   }
 
   /**
@@ -144,14 +158,35 @@ final class Hold {
     return false;
   }
 
+  /**
+   * Whether the owner may still release the hold: its thread is alive, or, for a hold owned by
+   * an object, that object is still reachable and was not released.
+   */
   boolean threadAlive() {
-    Thread t = thread.get();
+    Object o = owner.get();
+    if (o instanceof OwnedLockHold h) {
+      return !h.released();
+    }
+    Thread t = (Thread) o;
     return t != null && t.isAlive();
   }
 
-  /** The holding thread, or null if it is gone (or the hold was made on another thread). */
+  /**
+   * The holding thread, or null if it is gone (or the hold was made on another thread, or is
+   * owned by an object).
+   */
   Thread thread() {
-    return thread.get();
+    return owner.get() instanceof Thread t ? t : null;
+  }
+
+  /** Whether the owner is an object ({@link OwnedLockHold}) rather than a thread. */
+  boolean ownedByObject() {
+    return threadId < 0;
+  }
+
+  /** What the owner is, for messages: "thread 42" or "LockHold -3". */
+  String ownerName() {
+    return ownedByObject() ? "LockHold " + threadId : "thread " + threadId;
   }
 
   long acquiredAt() {
@@ -365,11 +400,11 @@ final class Hold {
 
   @Override
   public String toString() {
-    return "Hold[" + names.name() + ", thread " + threadId + ", count " + count
+    return "Hold[" + names.name() + ", " + ownerName() + ", count " + count
         + (active() ? "" : ", lost: " + lostReason()) + "]";
   }
 
-  /** Identifies a hold: one lock key, one thread. */
+  /** Identifies a hold: one lock key, one owner (a thread id, or a negative owner id). */
   record Id(String key, long threadId) {
   }
 

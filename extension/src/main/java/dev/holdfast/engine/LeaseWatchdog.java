@@ -22,7 +22,8 @@ import java.util.concurrent.TimeUnit;
  * run as one task on the I/O pool, and a node whose previous renewals are still in flight is
  * skipped, so a node that does not answer delays no other node. A renewal's answer is applied to
  * a hold only if its holder changed nothing since the renewal was sent. The round also forgets
- * lost holds that owe nothing, and gives up holds whose thread ended without unlocking.
+ * lost holds that owe nothing, and gives up holds whose thread ended without unlocking (or whose
+ * {@link dev.holdfast.LockHold} was garbage collected without release).
  *
  * <p>A round never throws: a Redis error is logged once per outage and the next round tries
  * again. A hold whose renewals keep failing is declared lost by its deadline timer
@@ -68,8 +69,9 @@ final class LeaseWatchdog {
         } else if (!h.active()) {
           forgetIfStale(h, now);
         } else if (!h.threadAlive()) {
-          if (engine.lose(h, LossCause.THREAD_ENDED,
-              "its thread ended without unlock()")) {
+          if (engine.lose(h, LossCause.THREAD_ENDED, h.ownedByObject()
+              ? "its LockHold was garbage collected without release()"
+              : "its thread ended without unlock()")) {
             engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), h.count(), "abandon",
                 engine.leaseOverAfter(leaseMillis)));
           }

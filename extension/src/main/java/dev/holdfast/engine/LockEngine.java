@@ -73,6 +73,10 @@ public final class LockEngine implements AutoCloseable {
   private final AtomicInteger waiting = new AtomicInteger();
   /** Locks handed from one thread of this client to another without a release through Redis. */
   private final AtomicLong handoffs = new AtomicLong();
+  /** Owner ids of {@link OwnedLockHold}s: negated, so never a thread's id. */
+  private final AtomicLong owners = new AtomicLong();
+  /** Runs asynchronous acquisitions and releases; created on first use. Guarded by this. */
+  private ExecutorService async;
   private volatile boolean closed;
 
   private LockEngine(LockClientConfig config) {
@@ -243,6 +247,13 @@ public final class LockEngine implements AutoCloseable {
     closed = true;
     observer.close();
     scheduler.shutdownNow();
+    ExecutorService asyncPool;
+    synchronized (this) {
+      asyncPool = async;
+    }
+    if (asyncPool != null) {
+      asyncPool.shutdownNow(); // pending acquisitions are interrupted and fail
+    }
     subscriptions.close();
     io.shutdown();
     events.shutdown();
@@ -319,6 +330,86 @@ public final class LockEngine implements AutoCloseable {
 
   String nextRequestId() {
     return fieldPrefix + requests.incrementAndGet();
+  }
+
+  /**
+   * A new owner id for a {@link OwnedLockHold}: negative and never reused in this client, so it
+   * never equals a thread id ({@link Thread#getId()} is positive) and a hold owned by an object
+   * has a hash field ({@link #fieldOf}) and a registry entry no thread of this JVM shares.
+   */
+  long nextOwnerId() {
+    return -owners.incrementAndGet();
+  }
+
+  /**
+   * Runs {@code task} on the client's asynchronous executor (see {@link #asyncExecutor()}).
+   *
+   * @return a future completed with the task's result or exception, exceptionally with
+   *     {@link IllegalStateException} if the client is closed
+   */
+  <T> java.util.concurrent.CompletableFuture<T> async(
+      java.util.concurrent.Callable<T> task) {
+    java.util.concurrent.CompletableFuture<T> result =
+        new java.util.concurrent.CompletableFuture<>();
+    try {
+      asyncExecutor().execute(() -> {
+        try {
+          result.complete(task.call());
+        } catch (Throwable t) {
+          result.completeExceptionally(t);
+        }
+      });
+    } catch (RejectedExecutionException | IllegalStateException e) {
+      result.completeExceptionally(new IllegalStateException("The lock client is closed", e));
+    }
+    return result;
+  }
+
+  /**
+   * The executor of asynchronous acquisitions and releases, created on first use and shut down
+   * (its tasks interrupted) by {@link #close()}: a virtual thread per task when the JVM has them
+   * (Java 21+, reached reflectively since this library is built for Java 17), else a cached pool
+   * of daemon threads {@code holdfast-async-<n>}. Its tasks block on Redis and on waiting for
+   * locks; a pool thread idle for a minute ends.
+   *
+   * @throws IllegalStateException if the client is closed
+   */
+  synchronized ExecutorService asyncExecutor() {
+    if (closed) {
+      throw new IllegalStateException("The lock client is closed");
+    }
+    if (async == null) {
+      async = virtualThreadExecutor();
+      if (async == null) {
+        AtomicInteger n = new AtomicInteger();
+        ThreadFactory threads = r -> {
+          Thread t = new Thread(r, "holdfast-async-" + n.incrementAndGet());
+          t.setDaemon(true);
+          return t;
+        };
+        async = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 60, TimeUnit.SECONDS,
+            new SynchronousQueue<>(), threads);
+      }
+    }
+    return async;
+  }
+
+  /**
+   * {@code Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("holdfast-async-", 1)
+   * .factory())}, or null on a JVM without virtual threads.
+   */
+  private static ExecutorService virtualThreadExecutor() {
+    try {
+      Object builder = Thread.class.getMethod("ofVirtual").invoke(null);
+      Class<?> builderType = Class.forName("java.lang.Thread$Builder");
+      builder = builderType.getMethod("name", String.class, long.class)
+          .invoke(builder, "holdfast-async-", 1L);
+      ThreadFactory factory = (ThreadFactory) builderType.getMethod("factory").invoke(builder);
+      return (ExecutorService) java.util.concurrent.Executors.class
+          .getMethod("newThreadPerTaskExecutor", ThreadFactory.class).invoke(null, factory);
+    } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+      return null; // Java 17-20: no virtual threads (or preview only)
+    }
   }
 
   /** The hash field of thread {@code threadId} of this client: {@code <clientId>:<threadId>}. */
@@ -448,7 +539,7 @@ public final class LockEngine implements AutoCloseable {
       LockEvents.lost(hold.names.name(), hold.template, hold.thread(), hold.threadId, cause,
           reason, System.nanoTime() - hold.acquiredAt());
     }
-    LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by thread " + hold.threadId
+    LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by " + hold.ownerName()
         + " was lost: " + reason);
     LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, detectedAt);
     try {

@@ -3,11 +3,16 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.FencedLock;
 import dev.holdfast.LockException;
+import dev.holdfast.LockHold;
+import dev.holdfast.LockNotAcquiredException;
 import dev.holdfast.engine.LockObserver.LossCause;
 import dev.holdfast.engine.LockObserver.Outcome;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.function.Supplier;
@@ -212,16 +217,26 @@ final class RedisLock implements FencedLock {
    */
   private boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
       throws InterruptedException {
+    Thread current = Thread.currentThread();
+    return acquire(current.getId(), current, waitNanos, leaseMillis, interruptible);
+  }
+
+  /**
+   * The acquisition loop for owner {@code ownerId}: the calling thread's id and the thread, or a
+   * {@link OwnedLockHold}'s negative owner id and that object (held weakly by the hold).
+   */
+  private boolean acquire(long ownerId, Object owner, long waitNanos, long leaseMillis,
+      boolean interruptible) throws InterruptedException {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
     checkOpen();
-    boolean mayTry = names.kind().beforeAcquire(engine, names, Thread.currentThread().getId(),
+    boolean mayTry = names.kind().beforeAcquire(engine, names, ownerId,
         waitNanos != 0);
     long start = System.nanoTime();
     Object waitEvent = LockEvents.waitBegins();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
-    Attempt attempt = new Attempt(Thread.currentThread().getId(), leaseMillis, waitNanos != 0);
+    Attempt attempt = new Attempt(ownerId, owner, leaseMillis, waitNanos != 0);
     WaitEntry.Waiter waiter = null;
     boolean parked = false;
     boolean acquired = false;
@@ -427,6 +442,8 @@ final class RedisLock implements FencedLock {
    */
   private final class Attempt {
     private final long threadId;
+    /** The owner the hold is made for: the thread, or an {@link OwnedLockHold}. */
+    private final Object owner;
     private final long leaseMillis;
     final Hold.Id id;
     final String field;
@@ -443,9 +460,10 @@ final class RedisLock implements FencedLock {
     /** Whether {@link #requestId} was sent and never answered. */
     boolean uncertain;
 
-    Attempt(long threadId, long leaseMillis, boolean waits) {
+    Attempt(long threadId, Object owner, long leaseMillis, boolean waits) {
       this.waits = waits;
       this.threadId = threadId;
+      this.owner = owner;
       this.leaseMillis = leaseMillis;
       this.id = new Hold.Id(names.holdKey(), threadId);
       this.field = names.field(engine.fieldOf(threadId));
@@ -616,7 +634,7 @@ final class RedisLock implements FencedLock {
         long token) {
       Hold h = hold;
       if (h == null) {
-        h = new Hold(names, threadId, field, template);
+        h = new Hold(names, threadId, field, template, owner);
         Hold previous = engine.holds().putIfAbsent(id, h);
         if (previous != null) {
           throw new IllegalStateException("Hold registry changed under thread " + threadId);
@@ -736,8 +754,16 @@ final class RedisLock implements FencedLock {
 
   @Override
   public void unlock() {
+    release(Thread.currentThread().getId());
+  }
+
+  /**
+   * {@link #unlock()} for owner {@code ownerId}: the calling thread's id, or a {@link
+   * OwnedLockHold}'s owner id (which serialises its calls).
+   */
+  void release(long ownerId) {
     checkOpen();
-    Hold.Id id = new Hold.Id(names.holdKey(), Thread.currentThread().getId());
+    Hold.Id id = new Hold.Id(names.holdKey(), ownerId);
     Hold hold = engine.holds().get(id);
     if (hold != null && hold.endedInDoubt()) {
       // The retry of an unlock whose final call got no answer: settle it now, then it is done.
@@ -747,7 +773,7 @@ final class RedisLock implements FencedLock {
     }
     if (hold == null || hold.count() == 0) {
       throw new IllegalMonitorStateException("Lock '" + names.name() + "' is not held by "
-          + thread());
+          + (ownerId < 0 ? "LockHold " + ownerId : thread()));
     }
     long now = System.nanoTime();
     if (hold.active() && !hold.believedAt(now)) {
@@ -806,7 +832,7 @@ final class RedisLock implements FencedLock {
         // Ran or not (refused by a migration to the end), the caller asked to end the hold: it
         // is over for the thread, never renewed, and released in the background.
         throw endInDoubt(hold, requestId, "abandon", leaseLeft,
-            inDoubt("unlock()", "the release completes", leaseLeft, e));
+            inDoubt(hold, "unlock()", "the release completes", leaseLeft, e));
       }
       if (e.mayHaveRun()) { // else nothing ran: the section stays open, as before the call
         hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
@@ -929,7 +955,7 @@ final class RedisLock implements FencedLock {
       // The releaser's hold ends either way and is released in the background; an uncertain
       // waiter settles its side as its own unanswered acquisition (see finally).
       throw endInDoubt(hold, releaseId, "abandon", leaseLeft,
-          inDoubt("unlock() handing the lock to another thread", "the release completes",
+          inDoubt(hold, "unlock() handing the lock to another thread", "the release completes",
               leaseLeft, e));
     } catch (RuntimeException e) {
       hold.ending(false); // answered with an error: nothing changed, the hold goes on
@@ -958,11 +984,11 @@ final class RedisLock implements FencedLock {
    * The exception of a call that would have ended the hold and got no answer; the hold was
    * handed to {@link LockEngine#endInDoubt}.
    */
-  private LockException inDoubt(String call, String completion, long leaseLeft,
+  private LockException inDoubt(Hold hold, String call, String completion, long leaseLeft,
       RedisUnavailableException cause) {
     // Refused to the end (a slot migration) is "did not run", and says so (mayHaveRun false).
     return new RedisUnavailableException(call + " of lock '" + names.name() + "' by "
-        + thread() + (cause.mayHaveRun()
+        + owner(hold) + (cause.mayHaveRun()
             ? " got no answer from Redis, so whether it ran is unknown."
             : " was refused by Redis until its time was up, so it did not run.")
         + " The hold is "
@@ -978,11 +1004,16 @@ final class RedisLock implements FencedLock {
    * here, without a loss. A nested section, or nothing remaining, is a plain unlock.
    */
   void unlockAfter(long remainingMillis) {
+    unlockAfter(Thread.currentThread().getId(), remainingMillis);
+  }
+
+  /** {@link #unlockAfter(long)} for owner {@code ownerId}, as {@link #release(long)}. */
+  void unlockAfter(long ownerId, long remainingMillis) {
     checkOpen();
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), ownerId));
     if (remainingMillis <= 0 || hold == null || hold.count() != 1 || !hold.active()
         || hold.pendingRelease() != null || !hold.believedAt(System.nanoTime())) {
-      unlock(); // reports whatever is wrong, as unlock() does
+      release(ownerId); // reports whatever is wrong, as unlock() does
       return;
     }
     long keep = Math.min(remainingMillis, MAX_LEASE_MILLIS);
@@ -1004,7 +1035,7 @@ final class RedisLock implements FencedLock {
     } catch (RedisUnavailableException e) {
       // Sealed, not undone: kept as asked if it ran, else the field expires with its lease.
       throw endInDoubt(hold, requestId, "release", Math.max(leaseLeft, keep),
-          inDoubt("unlock() keeping the lock " + keep + "ms", "the keep is settled",
+          inDoubt(hold, "unlock() keeping the lock " + keep + "ms", "the keep is settled",
               Math.max(leaseLeft, keep), e));
     } catch (RuntimeException e) {
       hold.ending(false); // answered with an error: nothing changed, the hold goes on
@@ -1068,20 +1099,149 @@ final class RedisLock implements FencedLock {
   }
 
   private String lostMessage(Hold hold) {
-    return "Lock '" + names.name() + "' was lost by " + thread() + " before unlock(): "
-        + hold.lostReason();
+    return "Lock '" + names.name() + "' was lost by " + owner(hold) + " before "
+        + (hold.ownedByObject() ? "release()" : "unlock()") + ": " + hold.lostReason();
   }
 
+  /**
+   * A hold owned by a new {@link OwnedLockHold}: the acquisition loop runs for that object's
+   * owner id on the calling thread, as it would for the thread (waiting, local handoff, settling,
+   * fencing), and the hold is then that object's.
+   */
   @Override
-  public dev.holdfast.LockHold acquire(java.time.Duration waitTime, java.time.Duration leaseTime)
+  public LockHold acquire(Duration waitTime, Duration leaseTime) throws InterruptedException {
+    long lease = leaseMillis(leaseTime);
+    return acquireOwned(waitTime, waitNanos(waitTime), lease);
+  }
+
+  private OwnedLockHold acquireOwned(Duration waitTime, long waitNanos, long lease)
       throws InterruptedException {
-    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+    OwnedLockHold owned = new OwnedLockHold(this, engine.nextOwnerId());
+    if (!acquire(owned.ownerId, owned, waitNanos, lease, true)) {
+      throw new LockNotAcquiredException(names.name(), waitTime, null);
+    }
+    owned.acquired(engine.holds().get(new Hold.Id(names.holdKey(), owned.ownerId)), fenced);
+    return owned;
   }
 
+  /**
+   * Runs {@link #acquire(Duration, Duration)} on the client's asynchronous executor
+   * ({@link LockEngine#asyncExecutor()}); cancelling the returned future interrupts that
+   * acquisition while it runs (nothing is then held), and a hold granted anyway is released.
+   */
   @Override
-  public java.util.concurrent.CompletionStage<dev.holdfast.LockHold> acquireAsync(
-      java.time.Duration waitTime, java.time.Duration leaseTime) {
-    throw new UnsupportedOperationException("TODO(issue 16): LockHold"); // STUB
+  public CompletionStage<LockHold> acquireAsync(Duration waitTime, Duration leaseTime) {
+    long lease = leaseMillis(leaseTime);
+    long wait = waitNanos(waitTime);
+    AsyncAcquisition acquisition = new AsyncAcquisition(waitTime, wait, lease);
+    try {
+      engine.asyncExecutor().execute(acquisition);
+    } catch (RejectedExecutionException | IllegalStateException e) {
+      acquisition.result.completeExceptionally(new IllegalStateException(
+          "The lock client is closed (lock '" + names.name() + "')", e));
+    }
+    return acquisition.result;
+  }
+
+  /**
+   * One {@link #acquireAsync}: the future it returned, and the thread running it while it may be
+   * interrupted by a cancellation. The worker is interrupted only while it is in the
+   * acquisition, and its interrupt flag is cleared before it goes on (to a release of a hold
+   * granted too late, or to the executor's next task).
+   */
+  private final class AsyncAcquisition implements Runnable {
+    final CompletableFuture<LockHold> result = new CompletableFuture<>();
+    private final Duration waitTime;
+    private final long waitNanos;
+    private final long lease;
+    /** The thread in the acquisition, or null; guarded by this. */
+    private Thread worker;
+
+    AsyncAcquisition(Duration waitTime, long waitNanos, long lease) {
+      this.waitTime = waitTime;
+      this.waitNanos = waitNanos;
+      this.lease = lease;
+      result.whenComplete((h, t) -> {
+        if (result.isCancelled()) {
+          interruptWorker();
+        }
+      });
+    }
+
+    private synchronized void interruptWorker() {
+      if (worker != null) {
+        worker.interrupt();
+      }
+    }
+
+    @Override
+    public void run() {
+      synchronized (this) {
+        if (result.isDone()) {
+          return; // cancelled before it started
+        }
+        worker = Thread.currentThread();
+      }
+      OwnedLockHold owned = null;
+      Throwable failure = null;
+      try {
+        owned = acquireOwned(waitTime, waitNanos, lease);
+      } catch (InterruptedException e) {
+        failure = engine.closed() // interrupted by the close
+            ? new IllegalStateException("The lock client is closed (lock '" + names.name()
+                + "')", e)
+            : new LockNotAcquiredException(names.name(), waitTime, e);
+      } catch (Throwable t) {
+        failure = t;
+      } finally {
+        synchronized (this) {
+          worker = null;
+        }
+        Thread.interrupted(); // a cancellation's interrupt is for the acquisition only
+      }
+      if (owned == null) {
+        result.completeExceptionally(failure);
+      } else if (!result.complete(owned)) {
+        try {
+          owned.release(); // cancelled while it was being granted
+        } catch (RuntimeException e) {
+          LOG.log(System.Logger.Level.DEBUG, () -> "Releasing lock '" + names.name()
+              + "' acquired for a cancelled acquireAsync failed: " + e.getMessage());
+        }
+      }
+    }
+  }
+
+  /** A lease given as a Duration: null for the watchdog, else as {@link #leaseMillis}. */
+  private static long leaseMillis(Duration leaseTime) {
+    if (leaseTime == null) {
+      return WATCHDOG;
+    }
+    if (leaseTime.compareTo(Duration.ofMillis(MAX_LEASE_MILLIS)) > 0) {
+      throw new IllegalArgumentException("leaseTime must be between 1 ms and "
+          + MAX_LEASE_MILLIS + " ms (365 days), but was " + leaseTime);
+    }
+    if (leaseTime.isNegative() || leaseTime.isZero()) {
+      throw new IllegalArgumentException("leaseTime must be between 1 ms and "
+          + MAX_LEASE_MILLIS + " ms (365 days), but was " + leaseTime
+          + "; use null for a watchdog-renewed lock");
+    }
+    return leaseMillis(leaseTime.toNanos(), TimeUnit.NANOSECONDS);
+  }
+
+  /** A wait given as a Duration: null for no bound, else as {@link #waitNanos(long, TimeUnit)}. */
+  private static long waitNanos(Duration waitTime) {
+    if (waitTime == null) {
+      return FOREVER;
+    }
+    if (waitTime.isNegative() || waitTime.isZero()) {
+      return 0;
+    }
+    try {
+      return waitTime.toNanos();
+    } catch (ArithmeticException e) {
+      return Long.MAX_VALUE;
+    }
   }
 
   @Override
@@ -1206,6 +1366,11 @@ final class RedisLock implements FencedLock {
     all.addAll(List.of(standard));
     all.addAll(extra);
     return all;
+  }
+
+  /** The hold's owner for messages: the calling thread, or the LockHold. */
+  private static String owner(Hold hold) {
+    return hold.ownedByObject() ? hold.ownerName() : thread();
   }
 
   private static String thread() {

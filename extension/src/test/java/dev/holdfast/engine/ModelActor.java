@@ -3,6 +3,8 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.FencedLock;
 import dev.holdfast.LockException;
+import dev.holdfast.LockHold;
+import dev.holdfast.LockNotAcquiredException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -30,6 +32,14 @@ import java.util.function.BooleanSupplier;
  * another only if its name is higher, and only with a bounded tryLock, so actors cannot deadlock
  * and waits do not form convoys; waiting re-entries happen only on the highest lock held.
  *
+ * <p>Some new holds are {@link LockHold}s ({@code acquire}/{@code acquireAsync}): owned by an
+ * object, not the thread, so never re-entered (nor counted by {@code getHoldCount}); the actor
+ * works under them as under its own holds, and releases them from another thread (a releaser
+ * thread, {@code releaseAsync}, or {@link EngineAccess#releaseAfter} for a kept release). Their
+ * events carry the LockHold's owner id where a thread hold's carry the thread id, which is also
+ * the id their {@code LockLost} reports, so the judge treats each as a holder of its own and
+ * checks its windows against every thread's.
+ *
  * <p>Random choices come from a {@link Random} seeded by the run's seed and the actor's name, so
  * the sequence of choices is fixed by the seed; which choices are possible depends on timing
  * (what is held when), so two runs with one seed are alike, not identical.
@@ -55,26 +65,52 @@ final class ModelActor implements Runnable {
   private static final int HOT_PERCENT = 35;
 
   private enum Method {
-    LOCK, LOCK_LEASE, TRY, TRY_WAIT, TRY_WAIT_LEASE, INTERRUPTIBLY, INTERRUPTIBLY_LEASE;
+    LOCK, LOCK_LEASE, TRY, TRY_WAIT, TRY_WAIT_LEASE, INTERRUPTIBLY, INTERRUPTIBLY_LEASE,
+    /** {@code acquire(wait, lease)}: a {@link LockHold} owned by an object, not the thread. */
+    HOLD,
+    /** {@code acquireAsync(wait, lease)}, joined: the acquisition runs on a client thread. */
+    HOLD_ASYNC;
 
+    /** Whether the call's wait is bounded; a hold's is whenever the actor holds something. */
     boolean bounded() {
-      return this == TRY || this == TRY_WAIT || this == TRY_WAIT_LEASE;
+      return this == TRY || this == TRY_WAIT || this == TRY_WAIT_LEASE || owned();
     }
 
     boolean interruptible() {
-      return this == INTERRUPTIBLY || this == INTERRUPTIBLY_LEASE;
+      return this == INTERRUPTIBLY || this == INTERRUPTIBLY_LEASE || this == HOLD;
+    }
+
+    /** Whether it makes a {@link LockHold}, which is never re-entered. */
+    boolean owned() {
+      return this == HOLD || this == HOLD_ASYNC;
     }
   }
+
+  /** Where holds are released from: never the acquiring actor's thread. */
+  private static final java.util.concurrent.ExecutorService RELEASERS =
+      java.util.concurrent.Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "model-releaser");
+        t.setDaemon(true);
+        return t;
+      });
 
   private record Section(boolean watchdog, long callStart, long callEnd, long leaseMillis) {
   }
 
-  /** This thread's hold of one lock: one episode. */
+  /**
+   * This thread's hold of one lock: one episode. A hold owned by a {@link LockHold} has one
+   * section, is never re-entered, is released from another thread, and is recorded (and its
+   * LockLost reported) under the LockHold's owner id instead of the thread's id.
+   */
   private static final class Hold {
     final String episode;
     final String lock;
     final ModelSlot.Generation generation;
     final long callStart;
+    /** The LockHold that owns it, or null for a hold of the actor's thread. */
+    LockHold owned;
+    /** The id it is recorded and reported under: the thread's, or the LockHold's owner id. */
+    long owner;
     final ArrayDeque<Section> sections = new ArrayDeque<>();
     /** Latest possible end of any FIXED lease of the episode (µs); 0 if none. */
     long fixedUpper;
@@ -212,7 +248,7 @@ final class ModelActor implements Runnable {
     } else if (r < 250) {
       pause(5 + random.nextInt(95));
     } else {
-      acquire(randomLock(), null, pickMethod(false));
+      acquire(randomLock(), null, pickMethod(false, true));
     }
   }
 
@@ -224,8 +260,8 @@ final class ModelActor implements Runnable {
     int r = random.nextInt(1_000);
     if (any.lost) {
       // Close the lost sections; now and then try to re-enter, which the contract refuses.
-      if (r < 150) {
-        acquire(any.lock, any, pickMethod(true));
+      if (r < 150 && any.owned == null) {
+        acquire(any.lock, any, pickMethod(true, false));
       } else {
         unlock(any);
       }
@@ -240,14 +276,14 @@ final class ModelActor implements Runnable {
       // A long critical section: work, with now and then a call that does not release.
       if (r < 920) {
         workOrFinish(any);
-      } else if (r < 950 && any.count() < MAX_COUNT) {
-        acquire(any.lock, any, pickMethod(any != top));
+      } else if (r < 950 && any.count() < MAX_COUNT && any.owned == null) {
+        acquire(any.lock, any, pickMethod(any != top, false));
       } else if (r < 970) {
         String higher = nextLockAfter(top.lock);
         if (higher != null) {
-          acquire(higher, null, pickMethod(true));
+          acquire(higher, null, pickMethod(true, true));
         }
-      } else if (r < 990) {
+      } else if (r < 990 && any.owned == null) {
         holdCount(any);
       } else {
         pause(1 + random.nextInt(20));
@@ -259,16 +295,18 @@ final class ModelActor implements Runnable {
     } else if (r < 750) {
       unlock(any);
     } else if (r < 850) {
-      if (any.count() < MAX_COUNT) {
-        acquire(any.lock, any, pickMethod(any != top));
+      if (any.count() < MAX_COUNT && any.owned == null) {
+        acquire(any.lock, any, pickMethod(any != top, false));
       }
     } else if (r < 910) {
       String higher = nextLockAfter(top.lock);
       if (higher != null) {
-        acquire(higher, null, pickMethod(true));
+        acquire(higher, null, pickMethod(true, true));
       }
     } else if (r < 970) {
-      holdCount(any);
+      if (any.owned == null) {
+        holdCount(any);
+      }
     } else if (r < 972) {
       forceUnlock(randomLock());
     } else if (r < 977) {
@@ -281,12 +319,18 @@ final class ModelActor implements Runnable {
   // ---- acquisitions ----
 
   private void acquire(String lock, Hold existing, Method method) {
+    if (method.owned() && ModelLocks.MULTI.equals(lock)) {
+      method = Method.TRY_WAIT; // a multi-lock has no LockHold (bounded, as a hold's wait is)
+    }
     ModelSlot.Generation generation = existing != null ? existing.generation : slot.current();
     DistributedLock handle = ModelLocks.handle(generation.client, lock);
+    // A hold waits without bound only while the actor holds nothing, as lock() may.
+    boolean unboundedHold = method.owned() && holds.isEmpty() && random.nextInt(3) == 0;
     long waitMillis = method == Method.TRY_WAIT || method == Method.TRY_WAIT_LEASE
+        || (method.owned() && !unboundedHold)
         ? (random.nextInt(5) == 0 ? 0 : random.nextInt(ModelSettings.MAX_WAIT_MS + 1)) : -1;
     long leaseMillis = method == Method.LOCK_LEASE || method == Method.TRY_WAIT_LEASE
-        || method == Method.INTERRUPTIBLY_LEASE
+        || method == Method.INTERRUPTIBLY_LEASE || (method.owned() && random.nextBoolean())
         ? ModelSettings.MIN_LEASE_MS
             + random.nextInt(ModelSettings.MAX_LEASE_MS - ModelSettings.MIN_LEASE_MS + 1) : -1;
     long interruptAfter = method.interruptible() && random.nextInt(10) < 6
@@ -296,6 +340,8 @@ final class ModelActor implements Runnable {
     long bound = switch (method) {
       case TRY -> settings.quickBoundMicros();
       case TRY_WAIT, TRY_WAIT_LEASE -> settings.waitBoundMicros(waitMillis);
+      case HOLD, HOLD_ASYNC -> waitMillis >= 0 ? settings.waitBoundMicros(waitMillis)
+          : settings.lockBoundMicros();
       default -> settings.lockBoundMicros();
     };
     InterruptToken token = interruptAfter >= 0
@@ -305,9 +351,24 @@ final class ModelActor implements Runnable {
     String outcome;
     String message = "";
     boolean acquired = false;
+    LockHold owned = null;
+    java.time.Duration wait = waitMillis < 0 ? null : java.time.Duration.ofMillis(waitMillis);
+    java.time.Duration lease = leaseMillis < 0 ? null : java.time.Duration.ofMillis(leaseMillis);
     begin(op + " '" + lock + "'");
     try {
       acquired = switch (method) {
+        case HOLD -> {
+          owned = handle.acquire(wait, lease);
+          yield true;
+        }
+        case HOLD_ASYNC -> {
+          try {
+            owned = handle.acquireAsync(wait, lease).toCompletableFuture().join();
+          } catch (java.util.concurrent.CompletionException e) {
+            throw unwrap(e);
+          }
+          yield true;
+        }
         case LOCK -> {
           handle.lock();
           yield true;
@@ -332,6 +393,12 @@ final class ModelActor implements Runnable {
     } catch (InterruptedException e) {
       outcome = "INTERRUPTED";
       message = String.valueOf(e.getMessage());
+    } catch (LockNotAcquiredException e) {
+      // A hold's wait elapsed (FALSE), or its client thread was interrupted: by the close of
+      // the client (as ISE), else by nothing the model did (INTERRUPTED, judged as such).
+      outcome = !(e.getCause() instanceof InterruptedException) ? "FALSE"
+          : generation.closed() ? "ISE" : "INTERRUPTED";
+      message = String.valueOf(e.getMessage());
     } catch (RuntimeException e) {
       outcome = outcomeOf(e);
       message = String.valueOf(e.getMessage());
@@ -350,7 +417,11 @@ final class ModelActor implements Runnable {
     int after = before;
     String episode = existing == null ? "" : existing.episode;
     long fencingToken = 0;
-    if (acquired && ModelLocks.isFenced(lock) && handle instanceof FencedLock fenced) {
+    if (acquired && ModelLocks.isFenced(lock) && owned != null) {
+      Long t = owned.token();
+      fencingToken = t == null ? -1 : t;
+      tag = join(tag, "token=" + fencingToken);
+    } else if (acquired && ModelLocks.isFenced(lock) && handle instanceof FencedLock fenced) {
       Long t = fenced.getToken(); // no I/O: the token the acquisition was given
       fencingToken = t == null ? -1 : t;
       tag = join(tag, "token=" + fencingToken);
@@ -360,11 +431,13 @@ final class ModelActor implements Runnable {
       if (hold == null) {
         episode = label + ".e" + (++episodes);
         hold = new Hold(episode, lock, generation, start);
+        hold.owned = owned;
+        hold.owner = owned != null ? ((OwnedLockHold) owned).ownerId : threadId;
         if (random.nextInt(LONG_HOLD_ONE_IN) == 0) {
           hold.busyUntil = end + 1_000_000 + random.nextInt(3_000_001);
         }
         holds.put(lock, hold);
-        history.add(ModelEvent.Kind.EPISODE_BEGIN, generation.clientId, label, threadId, lock,
+        history.add(ModelEvent.Kind.EPISODE_BEGIN, generation.clientId, label, hold.owner, lock,
             episode, op, "", start, end, 0, 0, fencingToken, "", "");
       }
       boolean watchdog = leaseMillis < 0;
@@ -378,18 +451,21 @@ final class ModelActor implements Runnable {
       // A re-entry refused: the hold is gone as far as this thread can tell.
       existing.lost = true;
     }
-    history.add(ModelEvent.Kind.CALL, generation.clientId, label, threadId, lock, episode, op,
+    history.add(ModelEvent.Kind.CALL, generation.clientId, label,
+        existing != null ? existing.owner : holds.containsKey(lock) && acquired
+            ? holds.get(lock).owner : threadId, lock, episode, op,
         outcome, start, end, before, after, bound, tag, message);
     if (outcome.equals("ISE")) {
       dropHoldsOfClosedClients();
     }
   }
 
-  private Method pickMethod(boolean boundedOnly) {
+  /** A random method; {@code owned}: whether a {@link LockHold} may be made (not a re-entry). */
+  private Method pickMethod(boolean boundedOnly, boolean owned) {
     Method[] all = Method.values();
     while (true) {
       Method m = all[random.nextInt(all.length)];
-      if (!boundedOnly || m.bounded()) {
+      if ((!boundedOnly || m.bounded()) && (owned || !m.owned())) {
         return m;
       }
     }
@@ -412,7 +488,9 @@ final class ModelActor implements Runnable {
     String message = "";
     begin(op + " '" + hold.lock + "'");
     try {
-      if (keepMillis > 0) {
+      if (hold.owned != null) {
+        release(hold.owned, keepMillis);
+      } else if (keepMillis > 0) {
         Clients.engine(hold.generation.client).unlockAfter(handle,
             java.time.Duration.ofMillis(keepMillis));
       } else {
@@ -453,7 +531,7 @@ final class ModelActor implements Runnable {
         }
       }
     }
-    history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, threadId, hold.lock,
+    history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, hold.owner, hold.lock,
         hold.episode, op, outcome, start, end, before, hold.count(),
         settings.quickBoundMicros(), expectation, message);
     if (hold.count() == 0 && holds.get(hold.lock) == hold) {
@@ -462,6 +540,31 @@ final class ModelActor implements Runnable {
     if (outcome.equals("ISE")) {
       dropHoldsOfClosedClients();
     }
+  }
+
+  /**
+   * Releases a {@link LockHold} from another thread: a releaser thread's {@code release()}, its
+   * {@code releaseAsync()}, or ({@code keepMillis} > 0) the async {@code @Locked}'s
+   * {@link EngineAccess#releaseAfter}; waits for it, and throws what the release threw.
+   */
+  private void release(LockHold owned, long keepMillis) {
+    java.util.concurrent.CompletableFuture<Void> done;
+    if (keepMillis > 0) {
+      done = EngineAccess.releaseAfter(owned, keepMillis).toCompletableFuture();
+    } else if (random.nextBoolean()) {
+      done = owned.releaseAsync().toCompletableFuture();
+    } else {
+      done = java.util.concurrent.CompletableFuture.runAsync(owned::release, RELEASERS);
+    }
+    try {
+      done.join();
+    } catch (java.util.concurrent.CompletionException e) {
+      throw unwrap(e);
+    }
+  }
+
+  private static RuntimeException unwrap(java.util.concurrent.CompletionException e) {
+    return e.getCause() instanceof RuntimeException r ? r : e;
   }
 
   // ---- inside the critical section ----
@@ -494,7 +597,7 @@ final class ModelActor implements Runnable {
       probe.exit(name, window, shared);
       long exit = ModelEvent.now();
       List<String> others = entry.conflicting();
-      history.add(ModelEvent.Kind.WINDOW, hold.generation.clientId, label, threadId, hold.lock,
+      history.add(ModelEvent.Kind.WINDOW, hold.generation.clientId, label, hold.owner, hold.lock,
           window, "window", "", enter, exit, 1 + others.size(), entry.count(), 0, hold.episode,
           String.join(",", others));
     } finally {
@@ -553,8 +656,9 @@ final class ModelActor implements Runnable {
         }
       }
     }
-    history.add(ModelEvent.Kind.CALL, generation.clientId, label, threadId, lock,
-        own == null ? "" : own.episode, "forceUnlock", outcome, start, ModelEvent.now(),
+    history.add(ModelEvent.Kind.CALL, generation.clientId, label,
+        own == null ? threadId : own.owner, lock, own == null ? "" : own.episode, "forceUnlock",
+        outcome, start, ModelEvent.now(),
         own == null ? 0 : own.count(), own == null ? 0 : own.count(),
         settings.quickBoundMicros(), "", message);
   }
@@ -585,7 +689,7 @@ final class ModelActor implements Runnable {
   private void noticeLosses() {
     for (Hold hold : holds.values()) {
       for (String name : ModelLocks.reportedNames(hold.lock)) {
-        long lostAt = hold.generation.lostAt(threadId, name);
+        long lostAt = hold.generation.lostAt(hold.owner, name);
         if (hold.lost || lostAt < hold.callStart || lostAt <= hold.ambiguousUpTo) {
           continue;
         }
@@ -603,12 +707,14 @@ final class ModelActor implements Runnable {
   /** Whether this thread also holds the other side of {@code hold}'s read-write lock. */
   private boolean bothSidesHeld(Hold hold) {
     return ModelLocks.isReadWrite(hold.lock) && holds.values().stream().anyMatch(h -> h != hold
+        && h.owner == hold.owner
         && ModelLocks.probeName(h.lock).equals(ModelLocks.probeName(hold.lock)));
   }
 
   private void endEpisode(Hold hold, String how, long at, String text) {
     holds.remove(hold.lock, hold);
-    history.add(ModelEvent.Kind.EPISODE_END, hold.generation.clientId, label, threadId, hold.lock,
+    history.add(ModelEvent.Kind.EPISODE_END, hold.generation.clientId, label, hold.owner,
+        hold.lock,
         hold.episode, "", how, at, at, 0, 0, 0, "", text);
   }
 
@@ -661,6 +767,8 @@ final class ModelActor implements Runnable {
       case TRY_WAIT_LEASE -> "tryLock(" + wait + "ms," + lease + "ms)";
       case INTERRUPTIBLY -> "lockInterruptibly()";
       case INTERRUPTIBLY_LEASE -> "lockInterruptibly(" + lease + "ms)";
+      case HOLD, HOLD_ASYNC -> (method == Method.HOLD ? "acquire(" : "acquireAsync(")
+          + (wait < 0 ? "null" : wait + "ms") + "," + (lease < 0 ? "null" : lease + "ms") + ")";
     };
     return interruptAfter >= 0 ? op + "+interrupt@" + interruptAfter + "ms" : op;
   }

@@ -696,6 +696,7 @@ final class ModelJudge {
     String name = base.substring(0, base.indexOf('('));
     String args = switch (name) {
       case "tryLock" -> base.contains(",") ? "(w,l)" : "(w)";
+      case "acquire", "acquireAsync" -> "(w,l)";
       default -> "(l)";
     };
     return name + args + suffix;
@@ -703,7 +704,7 @@ final class ModelJudge {
 
   private static boolean isAcquisition(ModelEvent call) {
     String op = call.op();
-    return op.startsWith("lock") || op.startsWith("tryLock");
+    return op.startsWith("lock") || op.startsWith("tryLock") || op.startsWith("acquire");
   }
 
   // ---- report helpers ----
