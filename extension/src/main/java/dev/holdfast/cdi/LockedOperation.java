@@ -124,19 +124,10 @@ final class LockedOperation {
     }
     long remaining = holdAtLeast.minus(Duration.ofNanos(System.nanoTime() - startedNanos))
         .toMillis();
-    return releaseAfter(hold, Math.max(0, remaining));
+    // Kept in Redis until then, without renewal (as for a blocking method's holdAtLeast).
+    return EngineAccess.releaseAfter(hold, remaining);
   }
 
-  // TODO(s16-hold): EngineAccess.releaseAfter(hold, remainingMillis) once merged. Until then a
-  // local timer releases the hold later (not in Redis: a crash of this JVM ends it at its lease).
-  private static CompletionStage<Void> releaseAfter(LockHold hold, long remainingMillis) {
-    if (remainingMillis <= 0) {
-      return hold.releaseAsync();
-    }
-    java.util.concurrent.CompletableFuture.delayedExecutor(remainingMillis,
-        TimeUnit.MILLISECONDS).execute(() -> hold.releaseAsync());
-    return java.util.concurrent.CompletableFuture.completedFuture(null);
-  }
 
   /** The cause of a {@link CompletionException} from a stage, else {@code t}. */
   static Throwable unwrap(Throwable t) {
