@@ -97,10 +97,15 @@ final class AsyncLockedCall {
     }
     startedNanos = System.nanoTime();
     CompletionStage<?> stage;
+    // The method, and for a Uni the subscription to its result (whose synchronous part runs
+    // now), run with the token current.
+    Callable<CompletionStage<?>> invoke = () -> {
+      Object returned = proceed.call();
+      return returned == null ? null : toStage.apply(returned);
+    };
     try {
-      Object returned = operation.fenced()
-          ? FencingToken.callWith(LockedOperation.token(granted), proceed) : proceed.call();
-      stage = returned == null ? null : toStage.apply(returned);
+      stage = operation.fenced()
+          ? FencingToken.callWith(LockedOperation.token(granted), invoke) : invoke.call();
     } catch (Throwable t) {
       release(null, t);
       return;
