@@ -1,7 +1,5 @@
 package dev.holdfast.example.stock;
 
-import dev.holdfast.Locked;
-import io.smallrye.common.annotation.RunOnVirtualThread;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
 import jakarta.ws.rs.Consumes;
@@ -27,9 +25,9 @@ import java.util.concurrent.TimeUnit;
  * GET    /stock/A1                            {"sku":"A1","units":20}, 404 if never stocked
  * POST   /stock/A1/reserve                    {"reserved":true,"waitedMs":12}
  * POST   /stock/A1/reserve-uni                the same as a Uni (non-blocking, event loop)
- * POST   /stock/A1/reserve-virtual            {"reserved":true,"waitedMs":12,"virtualThread":true}
- *                                             the same on a virtual thread (JDK 21+; a worker
- *                                             thread on older JDKs)
+ * POST   /stock/A1/reserve-virtual            {"reserved":true,"waitedMs":0,"virtualThread":true}
+ *                                             the same on a virtual thread, when built on a JDK
+ *                                             with them ({@link VirtualThreadResource})
  * POST   /stock/A1/reserve-unprotected        the same without the lock
  * POST   /stock/A1/restock?units=5            what the lock and the transaction did, in order
  * PUT    /stock/A1/fenced?holdMs=0  {"units": 5}
@@ -142,30 +140,6 @@ public class StockResource {
     return inventory.reserveUni(sku).map(r -> ReserveResult.of(r, calledNanos));
   }
 
-  /**
-   * {@link #reserve} on a virtual thread, the endpoint itself {@code @Locked} on the same lock:
-   * the lock belongs to the virtual thread that runs the call. On a JDK without virtual threads
-   * Quarkus runs it on a worker thread ({@code virtualThread} is then false).
-   */
-  @POST
-  @Path("/reserve-virtual")
-  @RunOnVirtualThread
-  @Locked("stock:{sku}")
-  public VirtualReserveResult reserveVirtual(@PathParam("sku") String sku) {
-    long calledNanos = System.nanoTime();
-    ReserveResult result = ReserveResult.of(inventory.reserveUnprotected(sku), calledNanos);
-    return new VirtualReserveResult(result.reserved(), result.waitedMs(), onVirtualThread());
-  }
-
-  /** Whether this thread is virtual ({@code Thread.isVirtual()}, by reflection: Java 17 build). */
-  private static boolean onVirtualThread() {
-    try {
-      return (Boolean) Thread.class.getMethod("isVirtual").invoke(Thread.currentThread());
-    } catch (ReflectiveOperationException e) {
-      return false; // a JDK before 21
-    }
-  }
-
   @POST
   @Path("/reserve-unprotected")
   public ReserveResult reserveUnprotected(@PathParam("sku") String sku) {
@@ -242,10 +216,6 @@ public class StockResource {
       return new ReserveResult(reservation.reserved(),
           TimeUnit.NANOSECONDS.toMillis(reservation.startedNanos() - calledNanos));
     }
-  }
-
-  /** {@link ReserveResult}, and whether the call ran on a virtual thread. */
-  public record VirtualReserveResult(boolean reserved, long waitedMs, boolean virtualThread) {
   }
 
   /**
