@@ -67,18 +67,84 @@ import java.lang.annotation.Target;
  *       lock and the method, and counts it ({@code holdfast.lock.skipped}, when metrics are on).
  *       The default wait is then {@code 0s} (one try); an explicit {@link #waitTime()} waits up
  *       to that before skipping. {@code skipIfBusy} on a method that returns a value fails the
- *       deployment.</li>
+ *       deployment, unless it is asynchronous (below).</li>
  *   <li>With {@link #holdAtLeast()}, the lock is released no earlier than that long after the
  *       method started (after normal return and after an exception alike): if the method was
  *       quicker, the lock stays held in Redis for the rest and then expires by itself, so an
  *       instance whose scheduler fires a little later finds it busy. A nested hold of the same
  *       lock is released as usual. A {@link #leaseTime()} shorter than {@code holdAtLeast} fails
  *       the deployment.</li>
+ *   <li>A method returning {@link java.util.concurrent.CompletionStage CompletionStage},
+ *       {@link java.util.concurrent.CompletableFuture CompletableFuture} or Mutiny's
+ *       {@code Uni} (when Mutiny is on the class path) is <em>asynchronous</em>: see below. A
+ *       method returning a stream — Mutiny's {@code Multi}, a Reactive Streams
+ *       {@code Publisher} or a {@link java.util.concurrent.Flow.Publisher Flow.Publisher} — has
+ *       no single end at which to release the lock, and fails the deployment, naming it.</li>
  *   <li>Everything is validated at deployment (template placeholders, durations, modes, members
  *       that exclude each other, whether the container can intercept the method): a mistake
  *       fails the deployment with a message naming the class, the method, the member and the
  *       value.</li>
  * </ol>
+ *
+ * <h2>Asynchronous methods</h2>
+ *
+ * <pre>{@code
+ * @Locked("invoice:{id}")
+ * public CompletionStage<Invoice> settle(String id) {      // or CompletableFuture<Invoice>
+ *   return payments.charge(id).thenApply(this::markPaid);  // the lock is held until this completes
+ * }
+ *
+ * @Locked("invoice:{id}")
+ * public Uni<Invoice> settleUni(String id) { ... }         // held from subscription to item
+ * }</pre>
+ *
+ * <p>Returning the stage is not the end of such a method's work, so the lock is held until the
+ * result completes:
+ * <ul>
+ *   <li>The call never blocks the caller, not even while the lock is busy: the lock is acquired
+ *       asynchronously ({@link DistributedLock#acquireAsync}), and the call returns at once a
+ *       {@code CompletableFuture} (also for a {@code CompletionStage} method) in place of the
+ *       method's result. For a {@code Uni} method it returns a {@code Uni} that does all of this
+ *       at <em>each subscription</em>: nothing happens before one, and a re-subscription (a
+ *       retry) acquires and calls the method again.</li>
+ *   <li>The method itself is called once the lock is held, and the returned future (or
+ *       {@code Uni}) completes with the method's result after the lock was released: with its
+ *       value, or its failure. A method that throws instead of returning a stage fails the
+ *       result the same way.</li>
+ *   <li>The lock is released when the method's result completes, fails, or is cancelled:
+ *       cancelling the returned future (or cancelling the {@code Uni}'s subscription) cancels
+ *       the method's result and releases the lock at once — work that ignores the cancellation
+ *       runs on without the lock; cancelling before the lock was acquired gives up the wait, and
+ *       the method does not run. If the release fails (the hold was lost while the work ran),
+ *       the result fails with that error, or carries it as suppressed when the work failed too,
+ *       as rule 1 says.</li>
+ *   <li>{@code skipIfBusy} is allowed and completes the result with {@code null} without calling
+ *       the method; an elapsed {@link #waitTime()} completes it exceptionally with
+ *       {@link LockNotAcquiredException}; {@link #holdAtLeast()} counts from the method's start
+ *       to the result's completion; with {@code fenced = true} the token is
+ *       {@link FencingToken#current()} during the method's synchronous part (until it returns
+ *       the stage or {@code Uni}; pass it on explicitly to the work that runs later). Modes,
+ *       templates, configuration overrides, tracing and metrics are those of blocking
+ *       methods.</li>
+ *   <li>The hold belongs to the call, not to a thread ({@link LockHold}): it is <em>not
+ *       reentrant</em>. An asynchronous method whose work calls another {@code @Locked} method on
+ *       the same name waits for itself; so does one called by a thread that holds the same lock,
+ *       if that thread then waits for its result.</li>
+ *   <li><b>Threads.</b> The method's synchronous part runs on the thread that completes the
+ *       acquisition: a thread of Holdfast's client (rarely the caller's own, when the lock was
+ *       granted before the call had returned), and the result completes on a Holdfast thread
+ *       too. So the caller's thread-bound context is not there: no CDI request context (a
+ *       {@code @RequestScoped} bean fails with {@code ContextNotActiveException}), no
+ *       transaction, no security identity, no MDC, no Vert.x context. Keep the synchronous part
+ *       short and non-blocking (a blocked Holdfast thread delays other locks' callbacks), and
+ *       move work off it: in a {@code Uni}, {@code emitOn}/{@code runSubscriptionOn} an
+ *       executor; for a stage, the {@code *Async} methods with an executor — in a CDI container
+ *       preferably its MicroProfile Context Propagation {@code ManagedExecutor}, which carries
+ *       the context along (in Quarkus, a {@code Uni} with {@code emitOn} or the injected
+ *       {@code ManagedExecutor}). To run blocking code under a lock on a virtual thread
+ *       (Quarkus {@code @RunOnVirtualThread}), use a blocking method instead: its lock belongs
+ *       to the virtual thread.</li>
+ * </ul>
  *
  * <p>Values can be overridden by MicroProfile Config, most specific first:
  * {@code holdfast."<fqcn>/<method>".locked.wait-time}, {@code holdfast."<fqcn>".locked.wait-time},
@@ -160,8 +226,9 @@ public @interface Locked {
    * For a once-per-cluster job: when another holder has the lock, return at once without running
    * the method (logged at debug and counted) instead of waiting; with an explicit
    * {@link #waitTime()}, wait up to that first, then skip instead of throwing
-   * {@link LockNotAcquiredException}. Only on {@code void} methods; a non-void method with it
-   * fails the deployment (also when configuration turns it on). Overridable by configuration
+   * {@link LockNotAcquiredException}. Only on {@code void} methods, and on asynchronous ones
+   * (their result completes with {@code null}); another method with it fails the deployment
+   * (also when configuration turns it on). Overridable by configuration
    * ({@code skip-if-busy}).
    *
    * @return whether a busy lock skips the call

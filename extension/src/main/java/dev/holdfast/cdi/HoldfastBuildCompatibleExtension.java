@@ -28,8 +28,11 @@ import jakarta.enterprise.lang.model.types.Type;
 import jakarta.inject.Named;
 import jakarta.inject.Singleton;
 import java.lang.reflect.Modifier;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.EnumSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -183,9 +186,41 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
           m.modifiers(), classFinal, own == null, member(locked, "value"),
           member(locked, "waitTime"), member(locked, "leaseTime"), flag(locked, "fenced"),
           mode(locked), flag(locked, "skipIfBusy"), member(locked, "holdAtLeast"),
-          m.returnType().isVoid() ? "void" : m.returnType().toString()));
+          m.returnType().isVoid() ? "void" : m.returnType().toString(),
+          returnTypes(m.returnType())));
     }
     return targets;
+  }
+
+  /**
+   * The language-model twin of {@link LockedReturn#namesOf(Class)}: the class of {@code type},
+   * then its supertypes, as far as the model knows them (a supertype the model cannot show is
+   * left out; the run-time preparation checks again by reflection). Empty for {@code void},
+   * primitives, arrays and type variables.
+   */
+  private static List<String> returnTypes(Type type) {
+    ClassInfo declared = type.isClass() ? type.asClass().declaration()
+        : type.isParameterizedType() ? type.asParameterizedType().declaration() : null;
+    if (declared == null) {
+      return List.of();
+    }
+    Set<String> names = new LinkedHashSet<>();
+    Deque<ClassInfo> todo = new ArrayDeque<>(List.of(declared));
+    while (!todo.isEmpty()) {
+      ClassInfo c = todo.poll();
+      if (!names.add(c.name())) {
+        continue;
+      }
+      try {
+        if (c.superClassDeclaration() != null) {
+          todo.add(c.superClassDeclaration());
+        }
+        todo.addAll(c.superInterfacesDeclarations());
+      } catch (RuntimeException e) {
+        // not in the model: keep the names found so far
+      }
+    }
+    return List.copyOf(names);
   }
 
   /**

@@ -54,6 +54,11 @@ final class LockedDefinitions {
     if (Modifier.isFinal(m) && !Modifier.isPrivate(m) && !Modifier.isStatic(m)) {
       problems.add(origin + "final methods are not intercepted; remove 'final'");
     }
+    String unsupported = LockedReturn.problem(t.returnTypes());
+    if (unsupported != null) {
+      problems.add((t.classLevel() ? origin : "@Locked on " + t.where() + " cannot work: ")
+          + unsupported);
+    }
     if (t.classFinal() && !t.classLevel()) {
       problems.add(origin + "the class is final, so it cannot be intercepted; remove 'final'");
     }
@@ -99,10 +104,11 @@ final class LockedDefinitions {
       Map.Entry<String, String> skipSource, boolean skipIfBusy,
       Map.Entry<String, String> leaseSource, Duration lease,
       Map.Entry<String, String> holdSource, Duration holdAtLeast, List<String> problems) {
-    if (skipIfBusy && !t.returnsVoid()) {
+    if (skipIfBusy && !t.skippable()) {
       problems.add("Invalid " + said(skipSource) + annotated + ": only a void method can be "
-          + "skipped (a skipped call does not run the method and has no result to return), but it "
-          + "returns " + t.returnType() + "; make it void or remove skipIfBusy");
+          + "skipped (a skipped call does not run the method and has no result to return), or one "
+          + "returning a CompletionStage, CompletableFuture or Uni (which then completes with "
+          + "null), but it returns " + t.returnType() + "; make it void or remove skipIfBusy");
     }
     if (t.fenced() && mode != Locked.Mode.EXCLUSIVE) {
       problems.add("Invalid @Locked.fenced = true with " + said(modeSource) + annotated
@@ -167,7 +173,7 @@ final class LockedDefinitions {
       waitTime = Duration.ZERO; // a job that is busy elsewhere is skipped, not queued
     }
     return new LockedOperation(t.where(), template(t), waitTime, leaseTime, t.fenced(), lockMode,
-        skipIfBusy, holdAtLeast);
+        skipIfBusy, holdAtLeast, t.returns());
   }
 
   private static <T> T parse(LockedTarget t, String member, Supplier<T> parser) {

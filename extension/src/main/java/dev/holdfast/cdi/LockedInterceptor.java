@@ -20,7 +20,10 @@ import java.util.Map;
  * looks up the operation prepared for its bean class and method, renders the name, acquires
  * (or skips the call, for a busy {@code skipIfBusy} lock), proceeds — for a fenced operation
  * with the hold's token as {@link FencingToken#current()} — and releases (or leaves the lock
- * held until {@code holdAtLeast} after the method started).
+ * held until {@code holdAtLeast} after the method started). A method returning a
+ * {@code CompletionStage}, {@code CompletableFuture} or {@code Uni} is called once the lock is
+ * held, without blocking the caller, and holds it until its result completes
+ * ({@link AsyncLockedCall}, {@link UniLocked}).
  *
  * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
  * are looked up once, at construction. The bean class is the one the container reports
@@ -51,6 +54,24 @@ public class LockedInterceptor {
   @AroundInvoke
   public Object lockAround(InvocationContext ctx) throws Exception {
     LockedOperation operation = operation(ctx);
+    switch (operation.returns()) {
+      case STAGE, FUTURE -> {
+        return AsyncLockedCall.start(operation, client, tracing, ctx.getParameters(),
+            ctx::proceed, AsyncLockedCall::stageOf);
+      }
+      case UNI -> {
+        // UniLocked is loaded only here: a method returning Uni means Mutiny is there.
+        return UniLocked.around(operation, client, tracing, ctx.getParameters(), ctx::proceed);
+      }
+      default -> {
+        return lockAroundCall(ctx, operation);
+      }
+    }
+  }
+
+  /** A method whose work is done when it returns. */
+  private Object lockAroundCall(InvocationContext ctx, LockedOperation operation)
+      throws Exception {
     DistributedLock lock = operation.acquire(client, tracing, ctx.getParameters());
     if (lock == null) {
       return null; // skipped: busy elsewhere, and the (void) method said to skip then

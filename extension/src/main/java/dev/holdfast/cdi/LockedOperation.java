@@ -8,8 +8,13 @@ import dev.holdfast.LockNotAcquiredException;
 import dev.holdfast.Locked;
 import dev.holdfast.engine.EngineAccess;
 import dev.holdfast.engine.LockEngine;
+import dev.holdfast.LockHold;
 import java.time.Duration;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
 
 /**
  * Everything the interceptor needs for one {@code @Locked} method, prepared once: the parsed
@@ -31,11 +36,13 @@ final class LockedOperation {
   private final Locked.Mode mode;
   private final boolean skipIfBusy;
   private final Duration holdAtLeast;
+  private final LockedReturn returns;
   private final String template;
   private final String spanName;
 
   LockedOperation(String where, LockNameTemplate name, Duration waitTime, Duration leaseTime,
-      boolean fenced, Locked.Mode mode, boolean skipIfBusy, Duration holdAtLeast) {
+      boolean fenced, Locked.Mode mode, boolean skipIfBusy, Duration holdAtLeast,
+      LockedReturn returns) {
     this.where = where;
     this.name = name;
     this.waitTime = waitTime;
@@ -44,6 +51,7 @@ final class LockedOperation {
     this.mode = mode;
     this.skipIfBusy = skipIfBusy;
     this.holdAtLeast = holdAtLeast;
+    this.returns = returns;
     this.template = name.toString();
     this.spanName = "lock.wait " + template;
   }
@@ -51,6 +59,82 @@ final class LockedOperation {
   /** Whether the method runs with its hold's {@link dev.holdfast.FencingToken}. */
   boolean fenced() {
     return fenced;
+  }
+
+  /** When the method's work is done: when it returns, or when the result it returns completes. */
+  LockedReturn returns() {
+    return returns;
+  }
+
+  /**
+   * Acquires the lock for these arguments without blocking the calling thread, as the annotation
+   * says (the kind of lock of its mode, fenced when the operation is fenced, the wait a span when
+   * tracing is on), and reports the outcome to {@code then} on the thread that completes the
+   * acquisition (a thread of the client): the hold, or {@code (null, null)} when the operation
+   * skips a busy lock and the lock was busy (logged and counted here), or the failure —
+   * {@link LockNotAcquiredException} when the wait elapsed.
+   *
+   * @return the acquisition, to cancel if the call is cancelled before it completes
+   * @throws RuntimeException if the acquisition could not even start (e.g. a {@code null} argument
+   *     for the name); {@code then} is not called
+   */
+  CompletionStage<LockHold> acquireAsync(LockClient client, LockTracing tracing, Object[] args,
+      BiConsumer<LockHold, Throwable> then) {
+    String lockName = name.render(args);
+    LockEngine engine = EngineAccess.engine(client);
+    DistributedLock lock = lock(engine, lockName);
+    Object span = tracing.waitBegins(spanName, template, lockName);
+    CompletionStage<LockHold> acquisition;
+    try {
+      acquisition = lock.acquireAsync(waitTime, leaseTime);
+    } catch (RuntimeException | Error e) {
+      tracing.waitEnds(span, "failed", e);
+      throw e;
+    }
+    acquisition.whenComplete((hold, error) -> {
+      Throwable failure = unwrap(error);
+      if (failure == null) {
+        tracing.waitEnds(span, "acquired", null);
+        then.accept(hold, null);
+      } else if (failure instanceof LockNotAcquiredException && skipIfBusy) {
+        tracing.waitEnds(span, "skipped", null);
+        engine.skipped(template);
+        LOG.log(System.Logger.Level.DEBUG, () -> "Skipped " + where + ": lock '" + lockName
+            + "' is held elsewhere (@Locked(skipIfBusy = true), waited " + waitTime + ")");
+        then.accept(null, null);
+      } else {
+        tracing.waitEnds(span, failure instanceof LockNotAcquiredException ? "timed_out"
+            : failure instanceof CancellationException ? "cancelled" : "failed", failure);
+        then.accept(null, failure);
+      }
+    });
+    return acquisition;
+  }
+
+  /**
+   * Releases a hold {@link #acquireAsync} granted, once the work of the method that started at
+   * {@code startedNanos} ({@link System#nanoTime()}) has ended: at once, or, with a minimum hold
+   * not yet reached, by leaving the lock held until it is.
+   *
+   * @return the release; exceptionally as {@link LockHold#releaseAsync()}
+   */
+  CompletionStage<Void> releaseAsync(LockHold hold, long startedNanos) {
+    if (holdAtLeast == null) {
+      return hold.releaseAsync();
+    }
+    long remaining = holdAtLeast.minus(Duration.ofNanos(System.nanoTime() - startedNanos))
+        .toMillis();
+    // Kept in Redis until then, without renewal (as for a blocking method's holdAtLeast).
+    return EngineAccess.releaseAfter(hold, remaining);
+  }
+
+
+  /** The cause of a {@link CompletionException} from a stage, else {@code t}. */
+  static Throwable unwrap(Throwable t) {
+    while (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t;
   }
 
   /**
@@ -156,9 +240,17 @@ final class LockedOperation {
    *     lease ran out before the method could start, e.g. in a pause), so the method must not run
    */
   static long token(DistributedLock held) {
-    Long token = ((FencedLock) held).getToken();
+    return token(((FencedLock) held).getToken(), held.getName());
+  }
+
+  /** {@link #token(DistributedLock)} for a hold acquired by {@link #acquireAsync}. */
+  static long token(LockHold held) {
+    return token(held.isHeld() ? held.token() : null, held.lockName());
+  }
+
+  private static long token(Long token, String lockName) {
     if (token == null) {
-      throw new LockException("Lock '" + held.getName() + "' was lost right after it was "
+      throw new LockException("Lock '" + lockName + "' was lost right after it was "
           + "acquired, before the @Locked(fenced = true) method could start (its lease ran out); "
           + "the method did not run");
     }
@@ -172,6 +264,7 @@ final class LockedOperation {
         + (skipIfBusy ? ", skipIfBusy" : "") + ") on " + where + " [wait "
         + (waitTime == null ? "unbounded" : waitTime) + ", lease "
         + (leaseTime == null ? "watchdog" : leaseTime)
-        + (holdAtLeast == null ? "" : ", held at least " + holdAtLeast) + "]";
+        + (holdAtLeast == null ? "" : ", held at least " + holdAtLeast)
+        + (returns == LockedReturn.SYNC ? "" : ", until its " + returns + " completes") + "]";
   }
 }

@@ -27,12 +27,14 @@ import java.util.List;
  * @param skipIfBusy     {@link Locked#skipIfBusy()}
  * @param holdAtLeast    {@link Locked#holdAtLeast()}
  * @param returnType     the simple name of the method's return type ({@code void}...), for
- *                       {@code skipIfBusy}, which only a void method can have
+ *                       {@code skipIfBusy}, which only a void or asynchronous method can have
+ * @param returnTypes    the return type's class name, then the names of its supertypes (for
+ *                       {@link LockedReturn}); empty for {@code void} and primitives
  */
 record LockedTarget(String className, String methodName, List<String> parameterTypes,
     List<String> parameterNames, int modifiers, boolean classFinal, boolean classLevel,
     String value, String waitTime, String leaseTime, boolean fenced, Locked.Mode mode,
-    boolean skipIfBusy, String holdAtLeast, String returnType) {
+    boolean skipIfBusy, String holdAtLeast, String returnType, List<String> returnTypes) {
 
   /**
    * Describes {@code method} of {@code beanClass} as annotated by {@code locked}. The method's
@@ -44,12 +46,22 @@ record LockedTarget(String className, String methodName, List<String> parameterT
         Arrays.stream(method.getParameters()).map(Parameter::getName).toList(),
         method.getModifiers(), Modifier.isFinal(beanClass.getModifiers()), classLevel,
         locked.value(), locked.waitTime(), locked.leaseTime(), locked.fenced(), locked.mode(),
-        locked.skipIfBusy(), locked.holdAtLeast(), method.getReturnType().getSimpleName());
+        locked.skipIfBusy(), locked.holdAtLeast(), method.getReturnType().getSimpleName(),
+        method.getReturnType().isPrimitive() ? List.of()
+            : LockedReturn.namesOf(method.getReturnType()));
   }
 
-  /** Whether a skipped call can return: the method returns nothing. */
-  boolean returnsVoid() {
-    return returnType.equals("void");
+  /** When the method's work is done, as its return type says. */
+  LockedReturn returns() {
+    return LockedReturn.of(returnTypes);
+  }
+
+  /**
+   * Whether a skipped call can return: the method returns nothing, or a stage or {@code Uni} that
+   * then completes with {@code null}.
+   */
+  boolean skippable() {
+    return returnType.equals("void") || returns() != LockedReturn.SYNC;
   }
 
   /** {@code com.acme.Inventory.reserve(String, int)}, for messages. */

@@ -14,9 +14,9 @@ import org.jboss.weld.environment.se.Weld;
 import org.jboss.weld.environment.se.WeldContainer;
 
 /**
- * What an application without Micrometer, OpenTelemetry and MicroProfile Health does with
- * Holdfast: run by {@link ObservationAbsentTest} in a class loader that has none of them, so any
- * class that touches them unguarded fails here with {@code NoClassDefFoundError}.
+ * What an application without Micrometer, OpenTelemetry, MicroProfile Health and Mutiny does
+ * with Holdfast: run by {@link ObservationAbsentTest} in a class loader that has none of them, so
+ * any class that touches them unguarded fails here with {@code NoClassDefFoundError}.
  *
  * @return what it saw, one line per finding
  */
@@ -31,7 +31,7 @@ public final class AbsentApisScenario implements Callable<List<String>> {
   public List<String> call() throws Exception {
     List<String> seen = new ArrayList<>();
     for (String api : List.of(OptionalApis.METER_REGISTRY, OptionalApis.OPEN_TELEMETRY,
-        OptionalApis.HEALTH_CHECK)) {
+        OptionalApis.HEALTH_CHECK, LockedReturn.UNI_TYPE)) {
       seen.add(api + (OptionalApis.present(api) ? " present" : " absent"));
     }
     try (LockClient client = LockClient.create(Map.of("holdfast.redis.address", redisUri))) {
@@ -44,6 +44,8 @@ public final class AbsentApisScenario implements Callable<List<String>> {
         WeldContainer container = new Weld().disableDiscovery()
             .addExtension(new HoldfastExtension()).addBeanClasses(Service.class).initialize()) {
       seen.add("CDI: " + container.select(Service.class).get().work("a"));
+      seen.add("CDI: " + container.select(Service.class).get().workLater("b")
+          .toCompletableFuture().get(30, java.util.concurrent.TimeUnit.SECONDS));
       long healthBeans = container.getBeanManager().getBeans(Object.class, Any.Literal.INSTANCE)
           .stream().map(Bean::getBeanClass).filter(c -> c.getName().contains("Health")).count();
       seen.add("CDI: " + healthBeans + " health beans");
@@ -57,6 +59,11 @@ public final class AbsentApisScenario implements Callable<List<String>> {
     @Locked("work:{kind}")
     public String work(String kind) {
       return "locked call ran";
+    }
+
+    @Locked("work:{kind}")
+    public java.util.concurrent.CompletionStage<String> workLater(String kind) {
+      return java.util.concurrent.CompletableFuture.completedFuture("locked stage completed");
     }
   }
 }

@@ -458,9 +458,140 @@ class DeploymentValidationTest {
     }
   }
 
+  @ApplicationScoped
+  public static class ReturnsMulti {
+    @Locked("stream")
+    public io.smallrye.mutiny.Multi<String> items() {
+      return io.smallrye.mutiny.Multi.createFrom().empty();
+    }
+  }
+
+  @ApplicationScoped
+  public static class ReturnsPublisher {
+    @Locked("stream")
+    public org.reactivestreams.Publisher<String> items() {
+      return null;
+    }
+  }
+
+  @ApplicationScoped
+  public static class ReturnsFlowPublisher {
+    @Locked("stream")
+    public java.util.concurrent.Flow.Publisher<String> items() {
+      return null;
+    }
+  }
+
+  @Locked("streams")
+  @ApplicationScoped
+  public static class ClassLevelWithMulti {
+    public io.smallrye.mutiny.Multi<String> items() {
+      return io.smallrye.mutiny.Multi.createFrom().empty();
+    }
+  }
+
+  /** A future type Holdfast cannot create in its place. */
+  public static class OwnFuture<T> extends java.util.concurrent.CompletableFuture<T> {
+  }
+
+  @ApplicationScoped
+  public static class ReturnsOwnFuture {
+    @Locked("own")
+    public OwnFuture<String> work() {
+      return new OwnFuture<>();
+    }
+  }
+
+  @ApplicationScoped
+  public static class AsyncSkippers {
+    @Locked(value = "skip-stage", skipIfBusy = true)
+    public java.util.concurrent.CompletionStage<String> stage() {
+      return null;
+    }
+
+    @Locked(value = "skip-uni", skipIfBusy = true)
+    public io.smallrye.mutiny.Uni<String> uni() {
+      return null;
+    }
+  }
+
+  @Test
+  void lockedMethodReturningMulti_failsNamingTheMethod() {
+    assertFails("@Locked on " + ReturnsMulti.class.getName() + ".items() cannot work: it "
+        + "returns io.smallrye.mutiny.Multi, a stream of items", ReturnsMulti.class);
+  }
+
+  @Test
+  void lockedMethodReturningAReactiveStreamsPublisher_fails() {
+    assertFails("@Locked on " + ReturnsPublisher.class.getName() + ".items() cannot work: it "
+        + "returns org.reactivestreams.Publisher, a stream of items", ReturnsPublisher.class);
+  }
+
+  @Test
+  void lockedMethodReturningAFlowPublisher_fails() {
+    assertFails("@Locked on " + ReturnsFlowPublisher.class.getName() + ".items() cannot work: "
+        + "it returns java.util.concurrent.Flow.Publisher, a stream of items",
+        ReturnsFlowPublisher.class);
+  }
+
+  @Test
+  void classLevelLocked_withAMultiMethod_fails() {
+    assertFails("@Locked on class " + ClassLevelWithMulti.class.getName() + " applies to "
+        + ClassLevelWithMulti.class.getName() + ".items(), but it returns "
+        + "io.smallrye.mutiny.Multi", ClassLevelWithMulti.class);
+  }
+
+  @Test
+  void lockedMethodReturningItsOwnFutureType_fails() {
+    assertFails("returns " + OwnFuture.class.getName().replace('$', '.') + ", an asynchronous "
+        + "result Holdfast cannot hand back in its place; declare CompletionStage, "
+        + "CompletableFuture or Uni", ReturnsOwnFuture.class);
+  }
+
+  @Test
+  void lockedMethodReturningMulti_failsTheBuildCompatibleExtensionToo() {
+    assertFailsBuildCompatible("@Locked on " + ReturnsMulti.class.getName() + ".items() cannot "
+        + "work: it returns io.smallrye.mutiny.Multi, a stream of items", ReturnsMulti.class);
+  }
+
+  @Test
+  void lockedMethodReturningAFlowPublisher_failsTheBuildCompatibleExtensionToo() {
+    assertFailsBuildCompatible("@Locked on " + ReturnsFlowPublisher.class.getName()
+        + ".items() cannot work: it returns java.util.concurrent.Flow.Publisher",
+        ReturnsFlowPublisher.class);
+  }
+
+  @Test
+  void lockedMethodReturningAReactiveStreamsPublisher_failsTheBuildCompatibleExtensionToo() {
+    assertFailsBuildCompatible("@Locked on " + ReturnsPublisher.class.getName()
+        + ".items() cannot work: it returns org.reactivestreams.Publisher",
+        ReturnsPublisher.class);
+  }
+
+  @Test
+  void skipIfBusy_onAsynchronousMethods_isValid() {
+    try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(AsyncSkippers.class).initialize()) {
+      assertTrue(c.isRunning());
+    }
+  }
+
   /** {@return every message of the deployment failure, which must contain {@code expected}} */
   private static String assertFails(String expected, Class<?>... beans) {
     try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(beans).initialize()) {
+      return fail("deployment succeeded, expected a failure saying: " + expected);
+    } catch (RuntimeException e) {
+      String all = messages(e);
+      assertTrue(all.contains(expected), "expected «" + expected + "» in:\n" + all);
+      return all;
+    }
+  }
+
+  /** {@link #assertFails} with the build-compatible extension as ArC runs it. */
+  private static String assertFailsBuildCompatible(String expected, Class<?>... beans) {
+    try (WeldContainer c = WeldInitiator.createWeld()
+        .addBuildCompatibleExtensions(PreparedOperationsTest.BuildCompatibleOnly.class)
         .addBeanClasses(beans).initialize()) {
       return fail("deployment succeeded, expected a failure saying: " + expected);
     } catch (RuntimeException e) {

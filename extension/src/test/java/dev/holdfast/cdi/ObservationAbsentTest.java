@@ -16,9 +16,9 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Holdfast without its optional dependencies: the test class path minus Micrometer,
- * OpenTelemetry and MicroProfile Health, in a class loader of its own, runs the engine and a Weld
- * container with {@code @Locked} ({@link AbsentApisScenario}) — no {@code NoClassDefFoundError},
- * no health check, locks as usual.
+ * OpenTelemetry, MicroProfile Health and Mutiny, in a class loader of its own, runs the engine
+ * and a Weld container with {@code @Locked} ({@link AbsentApisScenario}), a blocking and an
+ * asynchronous method — no {@code NoClassDefFoundError}, no health check, locks as usual.
  */
 class ObservationAbsentTest {
 
@@ -26,7 +26,8 @@ class ObservationAbsentTest {
   static final RedisExtension redis = RedisExtension.standalone();
 
   private static final List<String> OPTIONAL = List.of("/io/micrometer/", "/io/opentelemetry/",
-      "/org/eclipse/microprofile/health/", "/org/hdrhistogram/", "/org/latencyutils/");
+      "/org/eclipse/microprofile/health/", "/org/hdrhistogram/", "/org/latencyutils/",
+      "/io/smallrye/reactive/mutiny/");
 
   @Test
   void withoutMicrometerOpenTelemetryAndHealth_locksWorkAndNothingIsRegistered()
@@ -58,8 +59,10 @@ class ObservationAbsentTest {
           "io.micrometer.core.instrument.MeterRegistry absent",
           "io.opentelemetry.api.OpenTelemetry absent",
           "org.eclipse.microprofile.health.HealthCheck absent",
+          "io.smallrye.mutiny.Uni absent",
           "plain Java: locked and unlocked",
           "CDI: locked call ran",
+          "CDI: locked stage completed",
           "CDI: 0 health beans"), scenario.call());
     } finally {
       thread.setContextClassLoader(previous);

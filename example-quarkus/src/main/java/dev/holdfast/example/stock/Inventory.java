@@ -4,6 +4,8 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
+import io.smallrye.mutiny.Uni;
+import io.smallrye.mutiny.infrastructure.Infrastructure;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 import jakarta.transaction.Status;
@@ -38,6 +40,19 @@ public class Inventory {
   @Locked("stock:{sku}")
   public Reservation reserve(String sku) {
     return reserveOne(sku);
+  }
+
+  /**
+   * The same reservation as a {@code Uni} whose work runs later, on a worker thread, after this
+   * method returned: {@code @Locked} takes the lock at each subscription without blocking the
+   * subscriber (here the event loop), calls this method once it is held, and releases when the
+   * {@code Uni} it returned has its item — so the read-modify-write runs under the lock although
+   * it runs after the call.
+   */
+  @Locked("stock:{sku}")
+  public Uni<Reservation> reserveUni(String sku) {
+    return Uni.createFrom().item(() -> reserveOne(sku))
+        .runSubscriptionOn(Infrastructure.getDefaultWorkerPool());
   }
 
   /** The same read-modify-write without the lock, to show what goes wrong. */

@@ -1,5 +1,6 @@
 package dev.holdfast.example.stock;
 
+import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.DELETE;
@@ -23,6 +24,10 @@ import java.util.concurrent.TimeUnit;
  * PUT    /stock/A1  {"units": 20}             {"sku":"A1","units":20}
  * GET    /stock/A1                            {"sku":"A1","units":20}, 404 if never stocked
  * POST   /stock/A1/reserve                    {"reserved":true,"waitedMs":12}
+ * POST   /stock/A1/reserve-uni                the same as a Uni (non-blocking, event loop)
+ * POST   /stock/A1/reserve-virtual            {"reserved":true,"waitedMs":0,"virtualThread":true}
+ *                                             the same on a virtual thread, when built on a JDK
+ *                                             with them ({@link VirtualThreadResource})
  * POST   /stock/A1/reserve-unprotected        the same without the lock
  * POST   /stock/A1/restock?units=5            what the lock and the transaction did, in order
  * PUT    /stock/A1/fenced?holdMs=0  {"units": 5}
@@ -121,6 +126,18 @@ public class StockResource {
   public ReserveResult reserve(@PathParam("sku") String sku) {
     long calledNanos = System.nanoTime();
     return ReserveResult.of(inventory.reserve(sku), calledNanos);
+  }
+
+  /**
+   * {@link #reserve} without blocking a thread while waiting for the lock: a {@code Uni} endpoint
+   * (run on the event loop) over the {@code @Locked} {@code Uni} method
+   * {@link Inventory#reserveUni}, which holds the SKU's lock until its work is done.
+   */
+  @POST
+  @Path("/reserve-uni")
+  public Uni<ReserveResult> reserveUni(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return inventory.reserveUni(sku).map(r -> ReserveResult.of(r, calledNanos));
   }
 
   @POST

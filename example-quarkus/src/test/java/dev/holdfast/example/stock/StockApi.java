@@ -36,9 +36,10 @@ final class StockApi {
    * @param errors   answers other than 200
    * @param waitsMs  every 200 answer's {@code waitedMs}, sorted
    * @param reservedPerInstance successes by instance, in the order the instances were given
+   * @param onVirtualThreads 200 answers that say {@code "virtualThread": true}
    */
   record Burst(int requests, int reserved, int errors, long[] waitsMs,
-      int[] reservedPerInstance, Duration took) {
+      int[] reservedPerInstance, Duration took, int onVirtualThreads) {
 
     /** The nearest-rank percentile of the waits, e.g. {@code 99} for p99. */
     long waitPercentile(double percent) {
@@ -155,6 +156,7 @@ final class StockApi {
     }
     int reserved = 0;
     int errors = 0;
+    int onVirtualThreads = 0;
     int[] perInstance = new int[instances.size()];
     List<Long> waits = new ArrayList<>();
     for (int i = 0; i < calls.size(); i++) {
@@ -165,6 +167,9 @@ final class StockApi {
       }
       JsonNode answer = json(response);
       waits.add(answer.get("waitedMs").asLong());
+      if (answer.has("virtualThread") && answer.get("virtualThread").asBoolean()) {
+        onVirtualThreads++;
+      }
       if (answer.get("reserved").asBoolean()) {
         reserved++;
         perInstance[i % instances.size()]++;
@@ -173,7 +178,7 @@ final class StockApi {
     long[] sorted = waits.stream().mapToLong(Long::longValue).toArray();
     Arrays.sort(sorted);
     return new Burst(requests, reserved, errors, sorted, perInstance,
-        Duration.ofNanos(System.nanoTime() - start));
+        Duration.ofNanos(System.nanoTime() - start), onVirtualThreads);
   }
 
   private static HttpRequest.Builder request(URI instance, String path) {

@@ -2,6 +2,7 @@ package dev.holdfast.example.stock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisServer;
@@ -90,6 +91,46 @@ class TwoInstancesIT {
     for (URI instance : uris) {
       assertEquals(0, api.units(instance, "locked"), "stock left, as " + instance + " sees it");
     }
+  }
+
+  /**
+   * A {@code Uni} endpoint over a {@code @Locked} method returning {@code Uni} whose
+   * read-modify-write runs after the method returned: the lock is held until the {@code Uni}'s
+   * item, on both instances (proves the asynchronous path under ArC).
+   */
+  @Test
+  void lockedUniReservations_fromTwoInstances_sellExactlyTheStock() {
+    api.setStock(uris.get(0), "uni", STOCK);
+
+    StockApi.Burst burst = api.reserveAll(uris, "uni", "reserve-uni", REQUESTS);
+
+    assertEquals(0, burst.errors(), "failed requests");
+    assertEquals(STOCK, burst.reserved(), () -> "units reserved, by instance: "
+        + Arrays.toString(burst.reservedPerInstance()));
+    for (URI instance : uris) {
+      assertEquals(0, api.units(instance, "uni"), "stock left, as " + instance + " sees it");
+    }
+  }
+
+  /**
+   * A {@code @RunOnVirtualThread} endpoint that is itself {@code @Locked}: the lock's owner is a
+   * virtual thread. Runs on JDK 21+ (the instances run on the test's JDK).
+   */
+  @Test
+  void lockedVirtualThreadReservations_fromTwoInstances_sellExactlyTheStock() {
+    assumeTrue(Runtime.version().feature() >= 21,
+        "the endpoint is built on JDK 21+ only (Quarkus refuses it before)");
+    api.setStock(uris.get(0), "virtual", STOCK);
+
+    StockApi.Burst burst = api.reserveAll(uris, "virtual", "reserve-virtual", REQUESTS);
+
+    assertEquals(0, burst.errors(), "failed requests");
+    assertEquals(STOCK, burst.reserved(), () -> "units reserved, by instance: "
+        + Arrays.toString(burst.reservedPerInstance()));
+    for (URI instance : uris) {
+      assertEquals(0, api.units(instance, "virtual"), "stock left, as " + instance + " sees it");
+    }
+    assertEquals(REQUESTS, burst.onVirtualThreads(), "answers from a virtual thread");
   }
 
   /** The control: the same load without the lock must go wrong, or the test above proves nothing. */

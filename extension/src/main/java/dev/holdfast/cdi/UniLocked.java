@@ -1,0 +1,35 @@
+package dev.holdfast.cdi;
+
+import dev.holdfast.LockClient;
+import io.smallrye.mutiny.Uni;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletionStage;
+
+/**
+ * {@code @Locked} methods that return a Mutiny {@code Uni}. The only class of Holdfast that
+ * touches Mutiny: it is loaded when such a method is first called, which needs Mutiny on the
+ * class path anyway, so an application without Mutiny never loads it.
+ */
+final class UniLocked {
+  private UniLocked() {
+  }
+
+  /**
+   * A {@code Uni} that, at each subscription, acquires the lock without blocking the subscriber,
+   * then calls the method and subscribes to the {@code Uni} it returns, and releases when that
+   * one ends (item, failure or the subscriber's cancellation), as {@link AsyncLockedCall}.
+   *
+   * @param args the call's arguments, read again at each subscription
+   * @param proceed calls the method (again at each subscription)
+   */
+  static Object around(LockedOperation operation, LockClient client, LockTracing tracing,
+      Object[] args, Callable<Object> proceed) {
+    return Uni.createFrom().completionStage(() -> AsyncLockedCall.start(operation, client,
+        tracing, args, proceed, UniLocked::stageOf));
+  }
+
+  /** Subscribes to the method's {@code Uni}; cancelling the stage cancels the subscription. */
+  private static CompletionStage<?> stageOf(Object returned) {
+    return ((Uni<?>) returned).subscribeAsCompletionStage();
+  }
+}
