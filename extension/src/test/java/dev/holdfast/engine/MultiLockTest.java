@@ -360,6 +360,41 @@ class MultiLockTest {
   }
 
   /**
+   * A refused give-back, then the member is force-unlocked by another client: the thread's one
+   * unlock() reports the loss once (the give-back's section closes silently), and the thread
+   * holds nothing of {@code n0} afterwards — it can take the multi-lock afresh at once.
+   */
+  @Test
+  void reentryRoundFails_giveBackRefused_memberThenForceUnlocked_lossReportedOnce() {
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock n0 = client.getLock("n0");
+    try (Jedis admin = redis.server().admin()) {
+      DistributedLock n1 = failingMember("n1", 1,
+          () -> admin.configSet("min-replicas-to-write", "1"), "connection reset");
+      DistributedLock multi = client.getMultiLock(n0, n1);
+      multi.lock();
+      try {
+        assertThrows(LockException.class, multi::lock, "n1's re-entry failed");
+      } finally {
+        admin.configSet("min-replicas-to-write", "0");
+      }
+      assertTrue(other.getLock("n0").forceUnlock());
+      IllegalMonitorStateException e =
+          assertThrows(IllegalMonitorStateException.class, multi::unlock);
+      assertTrue(e.getMessage().contains("[n0]") && e.getMessage().contains("lost"),
+          e.getMessage());
+      assertEquals("n0", lost.awaitFirst(java.time.Duration.ofSeconds(10), "n0 force-unlocked")
+          .event().lockName());
+      assertFalse(n0.isHeldByCurrentThread());
+      assertTrue(multi.tryLock(), "taken afresh: no open section of the lost hold is left");
+      multi.unlock();
+      assertFalse(admin.exists("n0"));
+      assertThrows(IllegalMonitorStateException.class, n0::unlock, "nothing left open");
+      assertEquals(1, lost.count(), "n0's loss reported once, nothing else: " + lost);
+    }
+  }
+
+  /**
    * A member of another library (not a lock of this engine) named {@code name}: its first
    * {@code successes} acquisitions succeed; the next runs {@code onFailure} (to arm a fault for
    * what the multi-lock does next) and throws a {@link LockException} saying {@code failure};
