@@ -865,6 +865,9 @@ final class RedisLock implements FencedLock {
    */
   private void returnTaken(long threadId) {
     Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    if (hold != null && hold.giveBackOwed()) {
+      hold = finishGiveBack(hold, threadId); // an earlier one first, so the count below is ours
+    }
     int before = hold == null ? 0 : hold.count();
     try {
       release(threadId, true);
