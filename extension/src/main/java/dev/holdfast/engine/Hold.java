@@ -55,6 +55,12 @@ final class Hold {
 
   private final ArrayDeque<Section> sections = new ArrayDeque<>();
   private Pending pendingRelease;
+  /**
+   * The newest section is one a composite acquisition took and gave back, and that release
+   * failed (did not run, or is {@link #pendingRelease}): it is no section of the application's,
+   * and the thread's next call on this lock finishes it first. Owner thread.
+   */
+  private boolean giveBackOwed;
 
   private volatile int count;
   private volatile long token;
@@ -288,6 +294,14 @@ final class Hold {
 
   void pendingRelease(Pending pending) {
     this.pendingRelease = pending;
+  }
+
+  boolean giveBackOwed() {
+    return giveBackOwed;
+  }
+
+  void giveBackOwed(boolean owed) {
+    this.giveBackOwed = owed;
   }
 
   synchronized void beginCall() {

@@ -126,20 +126,31 @@ final class LockGroup {
   }
 
   /**
-   * Releases one hold of each of {@code held} (newest first), trying every one whatever the
-   * others do; failures are added to {@code failure} as suppressed, or to a new exception.
+   * Releases one hold of each of {@code held}, members an acquisition took and now gives back
+   * ({@link RedLock}'s lost round), newest first, trying every one whatever the others do; as
+   * {@link DistributedLock#unlock()}, except that a re-entered section of this engine whose
+   * release fails stays owed to that member ({@link RedisLock#giveBackSection()}) and is
+   * finished by the thread's next call on it. Failures are added to {@code failure} as
+   * suppressed, or to a new exception.
    *
    * @return {@code failure}, or the first release failure if {@code failure} was null, or null
    */
   static Throwable releaseQuietly(List<DistributedLock> held, Throwable failure) {
-    return newestFirst(held, failure, DistributedLock::unlock);
+    return newestFirst(held, failure, m -> {
+      if (m instanceof RedisLock r) {
+        r.giveBackSection(); // a failed re-entered section stays owed, not the application's
+      } else {
+        m.unlock();
+      }
+    });
   }
 
   /**
    * {@link #releaseQuietly}, for members an acquisition took and now gives back because it gives
    * up: a member of this engine that this acquisition took afresh and that is found gone is
    * dropped without a {@code LockLost} ({@link RedisLock#giveBack()}): the application never
-   * held the composite lock.
+   * held the composite lock; a re-entered section whose release fails stays owed to that member
+   * as in {@link #releaseQuietly}.
    */
   static Throwable giveBack(List<DistributedLock> taken, Throwable failure) {
     return newestFirst(taken, failure, m -> {

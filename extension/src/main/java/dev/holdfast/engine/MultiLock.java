@@ -137,8 +137,10 @@ final class MultiLock extends CompositeLock {
         if (releaseFailure != null) {
           throw new LockException("Multi-lock " + getName() + " gave up its members after '"
               + order.get(busy).getName() + "' stayed busy, but could not release them all; "
-              + "those whose release got no answer are released in the background, and expire "
-              + "with their lease at the latest: " + releaseFailure.getMessage(),
+              + "a member taken afresh whose release got no answer is released in the "
+              + "background, and expires with its lease at the latest; a re-entered member's "
+              + "release is finished by this thread's next call on it: "
+              + releaseFailure.getMessage(),
               releaseFailure);
         }
         if (waitNanos != NONE && System.nanoTime() - start >= waitNanos) {

@@ -35,7 +35,10 @@ import redis.clients.jedis.exceptions.JedisException;
  * settles it with {@link LockScripts#RESOLVE} — undone if it ran — before it returns; if even that
  * cannot reach Redis, a re-entry's hold is declared lost and the settling goes on in the
  * background. An inner unlock that gets no answer is re-sent by the next unlock of that hold,
- * and settled first by a re-entry.
+ * and settled first by a re-entry. A section that a composite acquisition ({@link MultiLock},
+ * {@link RedLock}) took and gave back, and whose release failed, is no section of the
+ * application's: the thread's next call on the lock finishes that release first, so that it never
+ * takes the place of one of the application's unlocks.
  *
  * <p><b>How a hold ends in doubt.</b> From the moment the call that ends a hold is sent — the
  * final unlock, a handoff to a waiting thread ({@link LockScripts#TRANSFER}) or a keep
@@ -577,6 +580,12 @@ final class RedisLock implements FencedLock {
       } else if (hold != null && !hold.believedAt(now)) {
         engine.expire(hold);
         throw lostBeforeReentry(hold);
+      } else if (hold != null && hold.giveBackOwed()) {
+        // A composite acquisition's give-back that failed: finished before this re-entry counts.
+        hold = finishGiveBack(hold, threadId);
+        if (hold != null && !hold.active()) {
+          throw lostBeforeReentry(hold);
+        }
       } else if (hold != null && hold.pendingRelease() != null) {
         hold = settlePendingRelease(hold);
       }
@@ -874,7 +883,7 @@ final class RedisLock implements FencedLock {
     long threadId = Thread.currentThread().getId();
     Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
     if (hold == null || hold.count() != 1) {
-      release(threadId, true);
+      returnTaken(threadId);
       return;
     }
     try {
@@ -884,11 +893,81 @@ final class RedisLock implements FencedLock {
     }
   }
 
+  /**
+   * Gives back a section the calling thread took of this lock as a member of a composite
+   * acquisition that gives up ({@link RedLock}'s lost round): exactly {@link #unlock()}, except
+   * that a re-entered section whose release fails (not run, or no answer) stays owed as a
+   * give-back ({@link #finishGiveBack}), so that it never takes the place of one of the
+   * application's own unlocks.
+   */
+  void giveBackSection() {
+    returnTaken(Thread.currentThread().getId());
+  }
+
+  /**
+   * An unlock of the section a composite acquisition took; if it fails while the hold still
+   * counts that section (and others: a final release in doubt ends the hold instead), the
+   * section is marked owed on the hold ({@link Hold#giveBackOwed()}): the application does not
+   * know of it and will not unlock it, so the thread's next call on this lock finishes it first.
+   */
+  private void returnTaken(long threadId) {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    if (hold != null && hold.giveBackOwed()) {
+      hold = finishGiveBack(hold, threadId); // an earlier one first, so the count below is ours
+    }
+    int before = hold == null ? 0 : hold.count();
+    try {
+      release(threadId, true);
+    } catch (IllegalMonitorStateException e) {
+      throw e; // lost (its section closed): nothing is owed
+    } catch (RuntimeException e) {
+      owedIfStillCounted(hold, before);
+      throw e;
+    }
+  }
+
+  /** Marks the newest section of {@code hold} owed as a give-back if the failed call left it. */
+  private void owedIfStillCounted(Hold hold, int before) {
+    if (hold != null && before > 1 && hold.count() == before && !hold.endedInDoubt()
+        && engine.holds().get(hold.id) == hold) {
+      hold.giveBackOwed(true);
+    }
+  }
+
+  /**
+   * Finishes the give-back owed by {@code hold} ({@link #returnTaken}) before a call of the
+   * thread's own: re-sends the release left in doubt (sealed, under its request) or sends it
+   * anew if it did not run. If the hold was lost meanwhile, the given-back section is closed
+   * silently (the loss was reported when found, and the caller's own call says it). Owner
+   * thread.
+   *
+   * @return the hold as it is now (its next call may go on), or null if it is gone
+   * @throws RuntimeException if the give-back failed again: it stays owed, and the caller's own
+   *     call is not made
+   */
+  private Hold finishGiveBack(Hold hold, long ownerId) {
+    hold.giveBackOwed(false);
+    int before = hold.count();
+    try {
+      release(ownerId, true);
+    } catch (IllegalMonitorStateException e) {
+      // Lost: the given-back section is closed; the thread's own sections report the loss.
+    } catch (RuntimeException e) {
+      owedIfStillCounted(hold, before);
+      throw e;
+    }
+    return engine.holds().get(hold.id);
+  }
+
   /** {@link #release(long)}; {@code reportLoss} false: see {@link #giveBack()}. */
   private void release(long ownerId, boolean reportLoss) {
     checkOpen();
     Hold.Id id = new Hold.Id(names.holdKey(), ownerId);
-    Hold hold = engine.holds().get(id);
+    Hold found = engine.holds().get(id);
+    if (found != null && found.giveBackOwed()) {
+      found = finishGiveBack(found, ownerId); // never in place of this unlock
+    }
+    Hold hold = found;
     if (hold != null && hold.endedInDoubt()) {
       // The retry of an unlock whose final call got no answer: settle it now, then it is done.
       engine.settleNow(hold);
@@ -1140,7 +1219,11 @@ final class RedisLock implements FencedLock {
   /** {@link #unlockAfter(long)} for owner {@code ownerId}, as {@link #release(long)}. */
   void unlockAfter(long ownerId, long remainingMillis) {
     checkOpen();
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), ownerId));
+    Hold found = engine.holds().get(new Hold.Id(names.holdKey(), ownerId));
+    if (found != null && found.giveBackOwed()) {
+      found = finishGiveBack(found, ownerId); // never in place of this unlock
+    }
+    Hold hold = found;
     if (remainingMillis <= 0 || hold == null || hold.count() != 1 || !hold.active()
         || hold.pendingRelease() != null || !hold.believedAt(System.nanoTime())) {
       release(ownerId); // reports whatever is wrong, as unlock() does

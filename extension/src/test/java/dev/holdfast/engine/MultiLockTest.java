@@ -304,6 +304,126 @@ class MultiLockTest {
   }
 
   /**
+   * A re-entry round of a multi-lock re-entered {@code n0}, the next member failed, and the
+   * give-back of the extra {@code n0} section was refused by Redis (it did not run): the thread
+   * believes it holds the multi-lock once, so its one unlock() must leave {@code n0} free — the
+   * refused give-back is finished first, not left for the thread's end (CI replay of standalone
+   * -4693406884787565169, the variant where the give-back did not run).
+   */
+  @Test
+  void reentryRoundFails_giveBackRefused_oneUnlockReleasesTheMember() {
+    DistributedLock n0 = client.getLock("n0");
+    try (Jedis admin = redis.server().admin()) {
+      DistributedLock n1 = failingMember("n1", 1,
+          () -> admin.configSet("min-replicas-to-write", "1"), "connection reset");
+      DistributedLock multi = client.getMultiLock(n0, n1);
+      multi.lock();
+      try {
+        assertThrows(LockException.class, multi::lock, "n1's re-entry failed");
+      } finally {
+        admin.configSet("min-replicas-to-write", "0");
+      }
+      multi.unlock();
+      assertFalse(admin.exists("n0"), "n0 left held after the thread's only unlock");
+      assertFalse(n0.isHeldByCurrentThread());
+      assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    }
+  }
+
+  /**
+   * The same refused give-back, then the thread acquires the multi-lock again: the acquisition
+   * finishes the give-back before it re-enters, so two unlocks leave every member free (not
+   * three, one of them never to come).
+   */
+  @Test
+  void reentryRoundFails_giveBackRefused_nextAcquisitionFinishesItFirst() {
+    DistributedLock n0 = client.getLock("n0");
+    try (Jedis admin = redis.server().admin()) {
+      DistributedLock n1 = failingMember("n1", 1,
+          () -> admin.configSet("min-replicas-to-write", "1"), "connection reset");
+      DistributedLock multi = client.getMultiLock(n0, n1);
+      multi.lock();
+      try {
+        assertThrows(LockException.class, multi::lock, "n1's re-entry failed");
+      } finally {
+        admin.configSet("min-replicas-to-write", "0");
+      }
+      String field = RedisProbe.fieldOf(client);
+      assertEquals("2", admin.hget("n0", field), "the give-back did not run");
+      multi.lock();
+      assertEquals("2", admin.hget("n0", field), "given back, then re-entered");
+      multi.unlock();
+      multi.unlock();
+      assertFalse(admin.exists("n0"), "n0 left held after the thread's last unlock");
+      assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    }
+  }
+
+  /**
+   * A refused give-back, then the member is force-unlocked by another client: the thread's one
+   * unlock() reports the loss once (the give-back's section closes silently), and the thread
+   * holds nothing of {@code n0} afterwards — it can take the multi-lock afresh at once.
+   */
+  @Test
+  void reentryRoundFails_giveBackRefused_memberThenForceUnlocked_lossReportedOnce() {
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock n0 = client.getLock("n0");
+    try (Jedis admin = redis.server().admin()) {
+      DistributedLock n1 = failingMember("n1", 1,
+          () -> admin.configSet("min-replicas-to-write", "1"), "connection reset");
+      DistributedLock multi = client.getMultiLock(n0, n1);
+      multi.lock();
+      try {
+        assertThrows(LockException.class, multi::lock, "n1's re-entry failed");
+      } finally {
+        admin.configSet("min-replicas-to-write", "0");
+      }
+      assertTrue(other.getLock("n0").forceUnlock());
+      IllegalMonitorStateException e =
+          assertThrows(IllegalMonitorStateException.class, multi::unlock);
+      assertTrue(e.getMessage().contains("[n0]") && e.getMessage().contains("lost"),
+          e.getMessage());
+      assertEquals("n0", lost.awaitFirst(java.time.Duration.ofSeconds(10), "n0 force-unlocked")
+          .event().lockName());
+      assertFalse(n0.isHeldByCurrentThread());
+      assertTrue(multi.tryLock(), "taken afresh: no open section of the lost hold is left");
+      multi.unlock();
+      assertFalse(admin.exists("n0"));
+      assertThrows(IllegalMonitorStateException.class, n0::unlock, "nothing left open");
+      assertEquals(1, lost.count(), "n0's loss reported once, nothing else: " + lost);
+    }
+  }
+
+  /**
+   * A member of another library (not a lock of this engine) named {@code name}: its first
+   * {@code successes} acquisitions succeed; the next runs {@code onFailure} (to arm a fault for
+   * what the multi-lock does next) and throws a {@link LockException} saying {@code failure};
+   * later ones succeed again. Its unlocks succeed.
+   */
+  static DistributedLock failingMember(String name, int successes, Runnable onFailure,
+      String failure) {
+    AtomicInteger calls = new AtomicInteger();
+    return (DistributedLock) java.lang.reflect.Proxy.newProxyInstance(
+        DistributedLock.class.getClassLoader(), new Class<?>[] {DistributedLock.class},
+        (proxy, method, args) -> switch (method.getName()) {
+          case "getName", "toString" -> name;
+          case "hashCode" -> System.identityHashCode(proxy);
+          case "equals" -> proxy == args[0];
+          case "lock", "lockInterruptibly", "tryLock" -> {
+            if (calls.incrementAndGet() == successes + 1) {
+              onFailure.run();
+              throw new LockException(failure);
+            }
+            yield method.getReturnType() == boolean.class ? Boolean.TRUE : null;
+          }
+          case "unlock" -> null;
+          case "isHeldByCurrentThread" -> Boolean.TRUE;
+          case "getHoldCount" -> Integer.MAX_VALUE;
+          default -> throw new UnsupportedOperationException(method.getName());
+        });
+  }
+
+  /**
    * A member that is always busy: its {@code tryLock()} signals {@code tried}, waits until
    * {@code open} and answers false.
    */

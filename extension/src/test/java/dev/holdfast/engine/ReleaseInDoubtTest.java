@@ -187,6 +187,70 @@ class ReleaseInDoubtTest {
     assertTrue(engine.multiLockOwed().isEmpty(), "dropped with its client");
   }
 
+  /**
+   * CI replay of standalone model seed -4693406884787565169 ({@code n0} of {@code mm} reported
+   * lost as "its thread ended without unlock()"): a re-entry round of a multi-lock re-entered
+   * {@code n0} (count 3), the next member's re-entry failed, and the round gave the extra
+   * {@code n0} section back — that release ran but its reply was lost. The give-back is not the
+   * application's unlock: the thread's two unlocks of the multi-lock must release {@code n0}
+   * twice besides finishing the give-back, leaving nothing held in Redis and nothing lost.
+   */
+  @Test
+  void multiLockReentry_giveBackReplyLost_unlocksStillReleaseEverySection() throws Exception {
+    LockClient client = proxied(20_000); // no deadline passes while replies are lost
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock n0 = client.getLock("n0");
+    DistributedLock n1 = MultiLockTest.failingMember("n1", 2,
+        () -> proxy.dropScriptReplies(true), "connection reset");
+    DistributedLock mm = client.getMultiLock(n0, n1);
+    mm.lock();
+    mm.lock();
+    String field = RedisProbe.fieldOf(client);
+    assertEquals("2", redisState.hget("n0", field));
+    try {
+      assertThrows(LockException.class, mm::lock, "n1's re-entry failed");
+    } finally {
+      proxy.dropScriptReplies(false);
+    }
+    assertEquals("2", redisState.hget("n0", field), "the give-back ran (its reply was lost)");
+    mm.unlock();
+    assertEquals("1", redisState.hget("n0", field), "one unlock of two: n0 held once");
+    assertTrue(mm.isHeldByCurrentThread());
+    mm.unlock();
+    assertFalse(redisState.exists("n0"), "n0 left held after the thread's last unlock");
+    assertFalse(n0.isHeldByCurrentThread());
+    assertThrows(IllegalMonitorStateException.class, n0::unlock);
+    assertEquals(0, lost.count(), "nothing was lost: " + lost);
+  }
+
+  /**
+   * The same give-back in doubt, then the thread acquires the multi-lock again: the acquisition
+   * finishes the give-back first, so the new hold counts as one section, not as two.
+   */
+  @Test
+  void multiLockReentry_giveBackReplyLost_nextAcquisitionFinishesIt() throws Exception {
+    LockClient client = proxied(20_000);
+    LossRecorder lost = LossRecorder.on(client);
+    DistributedLock n0 = client.getLock("n0");
+    DistributedLock n1 = MultiLockTest.failingMember("n1", 1,
+        () -> proxy.dropScriptReplies(true), "connection reset");
+    DistributedLock mm = client.getMultiLock(n0, n1);
+    mm.lock();
+    try {
+      assertThrows(LockException.class, mm::lock, "n1's re-entry failed");
+    } finally {
+      proxy.dropScriptReplies(false);
+    }
+    String field = RedisProbe.fieldOf(client);
+    assertEquals("1", redisState.hget("n0", field), "the give-back ran (its reply was lost)");
+    assertTrue(n0.tryLock(), "a direct re-entry of the member");
+    assertEquals("2", redisState.hget("n0", field), "the give-back was not counted again");
+    n0.unlock();
+    mm.unlock();
+    assertFalse(redisState.exists("n0"), "n0 left held after the thread's last unlock");
+    assertEquals(0, lost.count(), "nothing was lost: " + lost);
+  }
+
   // Hole 3: the final unlock's request never reaches Redis; the thread lives on and never calls
   // again. The hold is not renewed any more and is released once Redis answers again — within
   // about one watchdog timeout, not never.
