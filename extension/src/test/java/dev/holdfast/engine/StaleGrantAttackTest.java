@@ -1,103 +1,165 @@
 package dev.holdfast.engine;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import static java.util.concurrent.TimeUnit.MILLISECONDS;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
-import dev.holdfast.testing.RedisClusterSetup;
+import dev.holdfast.LockClientConfig;
+import dev.holdfast.LockHold;
+import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisExtension;
-import dev.holdfast.testing.RedisServer;
-import dev.holdfast.testing.SlotMigration;
+import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
-import redis.clients.jedis.Jedis;
-import redis.clients.jedis.util.JedisClusterCRC16;
 
 /**
- * Attacks on the stale-grant rule of {@code RedisLock.Attempt.opened} (a grant answered after
- * its time was up is undone and tried again when it is a replay or the answer to a call sent
- * more than once) on a Redis 7 cluster of three primaries.
+ * Attacks on the stale-grant rule of {@code RedisLock.Attempt.opened} on a standalone server:
+ * the client under test talks through a {@link BlackHoleProxy} (replies held as long as a probe
+ * needs), the rival talks to Redis directly.
  */
-@Timeout(value = 90, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+@Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class StaleGrantAttackTest {
 
   @RegisterExtension
-  static final RedisExtension redis = RedisExtension.cluster(3, 0);
+  static final RedisExtension redis = RedisExtension.standalone();
 
   @RegisterExtension
   final Clients clients = new Clients();
 
-  private RedisClusterSetup cluster;
+  private BlackHoleProxy proxy;
+  private RedisProbe redisState;
   private LockClient client;
+  private LockClient rival;
+  private LossRecorder lost;
 
   @BeforeEach
-  void setUp() {
+  void setUp() throws Exception {
     redis.flushAll();
-    cluster = redis.clusterSetup();
-    client = clients.create(Map.of("holdfast.redis.mode", "cluster",
-        "holdfast.redis.nodes", cluster.seedNodes()));
+    redisState = new RedisProbe(redis.server());
+    proxy = new BlackHoleProxy(redis.server().port());
+    // A timeout longer than any reply is held below: the call sends once and waits.
+    client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "10s"));
+    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+    lost = LossRecorder.on(client);
+  }
+
+  @AfterEach
+  void tearDown() {
+    proxy.close();
   }
 
   /**
-   * A fixed lease shorter than a slot migration: the acquisition is refused ({@code TRYAGAIN}:
-   * its marker key is new, so the importing node refuses the multi-key script even after
-   * {@code ASKING}) until the migration ends, then {@code MOVED} is followed at once — a call
-   * sent many times, answered after its lease (counted from its first send) was up. The grant
-   * is judged stale, undone and tried again as a new request: the free lock must still be
-   * acquired within the wait, with a bounded number of commands, and held in Redis afterwards
-   * exactly once (no stale count 1 left under the thread's field).
+   * A single send whose grant (a fresh one: it reports the full lease) is answered only after
+   * that lease ran out in Redis and a rival took the lock. opened() skips the stale rule for a
+   * single send that is not a replay ({@code ttl == lease}, {@code resent == false}), meant for
+   * "the prompt answer to a single send" of a lease too short to be believed; but nothing checks
+   * that the answer was prompt. tryLock returns true while the rival holds the lock — the hold
+   * is reported lost at once — where a re-sent or replayed grant in the same state is undone and
+   * tried again (not returned).
    */
+  @Disabled("defect: a fresh grant to a single send answered after its lease ran out is "
+      + "returned as acquired (tryLock true) while another client holds the lock; see report")
   @Test
-  void leaseShorterThanMigration_staleGrantUndone_freeLockAcquiredOnce() throws Exception {
-    DistributedLock lock = client.getLock("{spin}free");
-    int slot = JedisClusterCRC16.getSlot(lock.getName());
-    SlotMigration migration = cluster.startSlotMigration(slot);
-    RedisServer source = migration.source();
-    RedisServer target = migration.target();
-    long before = commands(source) + commands(target);
-    Thread finisher = new Thread(() -> {
+  void singleSend_freshGrantAnsweredAfterItsLease_isNotReturnedWhileRivalHolds()
+      throws Exception {
+    DistributedLock lock = client.getLock("slow");
+    DistributedLock other = rival.getLock("slow");
+    warmUp(lock);
+    proxy.holdScriptReplies(true);
+    AtomicReference<String> seen = new AtomicReference<>("not finished");
+    Thread caller = new Thread(() -> {
       try {
-        Thread.sleep(1_500); // longer than the lease below: the point of the probe
+        boolean got = lock.tryLock(3_000, 1_000, MILLISECONDS);
+        String state = "tryLock=" + got + " isHeldByCurrentThread=" + lock.isHeldByCurrentThread()
+            + " holdCount=" + lock.getHoldCount();
+        if (got) {
+          try {
+            lock.unlock();
+            state += " unlock=ok";
+          } catch (RuntimeException e) {
+            state += " unlock=" + e.getClass().getSimpleName();
+          }
+        }
+        seen.set(state);
       } catch (InterruptedException e) {
-        return;
+        Thread.currentThread().interrupt();
       }
-      migration.finish();
     });
-    finisher.start();
-    long start = System.nanoTime();
-    boolean acquired = lock.tryLock(20_000, 1_000, TimeUnit.MILLISECONDS);
-    double seconds = (System.nanoTime() - start) / 1e9;
-    long calls = commands(source) + commands(target) - before;
-    finisher.join();
-    System.out.printf("tryLock(20s, 1s) across a migration -> %s after %.2fs, %d commands%n",
-        acquired, seconds, calls);
-    assertTrue(acquired, "the free lock was acquired once the migration ended");
-    try (Jedis jedis = target.admin()) {
-      assertEquals(1, jedis.hlen(lock.getName()), "one field");
-      assertEquals("1", jedis.hvals(lock.getName()).get(0), "count 1: nothing stale left");
-    }
-    assertTrue(lock.isHeldByCurrentThread());
-    lock.unlock();
-    try (Jedis jedis = target.admin()) {
-      assertFalse(jedis.exists(lock.getName()), "released");
-    }
-    assertTrue(calls < 500, calls + " commands for one acquisition across a migration");
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 1,
+        "the single send ran, its reply held");
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("slow"),
+        "the grant's lease ran out in Redis");
+    assertTrue(other.tryLock(), "the rival takes the free lock");
+    proxy.holdScriptReplies(false); // the grant's answer arrives, late
+    caller.join();
+    boolean rivalHolds = other.isHeldByCurrentThread();
+    System.out.println("late single-send grant: " + seen.get() + "; rival holds=" + rivalHolds
+        + "; lost=" + lost);
+    other.unlock();
+    assertTrue(rivalHolds, "the rival held it throughout");
+    assertFalse(seen.get().startsWith("tryLock=true"), "tryLock returned true while the rival "
+        + "holds the lock: " + seen.get() + "; lost=" + lost);
   }
 
-  /** Commands the node has processed so far (INFO stats), this probe's own INFO included. */
-  private static long commands(RedisServer node) {
-    String info = node.withAdmin(jedis -> jedis.info("stats"));
-    for (String line : info.split("\r?\n")) {
-      if (line.startsWith("total_commands_processed:")) {
-        return Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
+  /** The same for a {@link LockHold}: acquire() returns a hold while the rival holds the lock. */
+  @Disabled("defect: as singleSend_freshGrantAnsweredAfterItsLease_…, acquire() returns a "
+      + "LockHold while another client holds the lock; see report")
+  @Test
+  void lockHold_singleSend_freshGrantAnsweredAfterItsLease_isNotReturnedWhileRivalHolds()
+      throws Exception {
+    DistributedLock lock = client.getLock("slowHold");
+    DistributedLock other = rival.getLock("slowHold");
+    warmUp(lock);
+    proxy.holdScriptReplies(true);
+    AtomicReference<String> seen = new AtomicReference<>("not finished");
+    Thread caller = new Thread(() -> {
+      try {
+        LockHold hold = lock.acquire(Duration.ofSeconds(3), Duration.ofSeconds(1));
+        String state = "acquired " + hold;
+        try {
+          hold.release();
+          state += " release=ok";
+        } catch (RuntimeException e) {
+          state += " release=" + e.getClass().getSimpleName();
+        }
+        seen.set(state);
+      } catch (RuntimeException e) {
+        seen.set("not acquired: " + e.getClass().getSimpleName());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
       }
-    }
-    throw new IllegalStateException("no total_commands_processed in " + info);
+    });
+    caller.start();
+    Await.until(Duration.ofSeconds(10), () -> proxy.heldReplies() >= 1,
+        "the single send ran, its reply held");
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("slowHold"),
+        "the grant's lease ran out in Redis");
+    assertTrue(other.tryLock(), "the rival takes the free lock");
+    proxy.holdScriptReplies(false);
+    caller.join();
+    boolean rivalHolds = other.isHeldByCurrentThread();
+    System.out.println("late single-send LockHold grant: " + seen.get() + "; rival holds="
+        + rivalHolds + "; lost=" + lost);
+    other.unlock();
+    assertTrue(rivalHolds, "the rival held it throughout");
+    assertFalse(seen.get().startsWith("acquired"), "acquire() returned a hold while the rival "
+        + "holds the lock: " + seen.get() + "; lost=" + lost);
+  }
+
+  /** Loads the scripts through the proxy: a held NOSCRIPT reply would mean nothing ran. */
+  private static void warmUp(DistributedLock lock) {
+    lock.lock();
+    lock.unlock();
   }
 }
