@@ -157,6 +157,52 @@ class StaleGrantAttackTest {
         + "holds the lock: " + seen.get() + "; lost=" + lost);
   }
 
+  /**
+   * Change 4: what a failed multi-lock unlock owes is kept by the first member's engine and
+   * dropped when that client closes. Members: {@code a-owed} of client A (first by name, direct
+   * to Redis) and {@code b-owed} of client B (through the proxy). The unlock releases A's member
+   * and gets no answer for B's (in doubt: its own retry finishes it); A is then closed, as an
+   * application shutting down one of two clients does. The thread's retry of the multi-lock's
+   * unlock() should finish only what is owed (B's member) — as it did with the static record —
+   * but the record went with A's engine, so the retry targets every member, fails on A's
+   * released member ("client is closed") and throws although nothing is left to do.
+   */
+  @Disabled("defect: after the first member's client closes, the retry of a failed multi-lock "
+      + "unlock() throws LockException (IllegalStateException: client closed) for a member "
+      + "released already; see report")
+  @Test
+  void multiLockOwed_firstMembersClientClosed_retryFinishesOnlyWhatIsOwed() throws Exception {
+    LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "200ms"));
+    DistributedLock multi = a.getMultiLock(a.getLock("a-owed"), b.getLock("b-owed"));
+    warmUp(b.getLock("warm"));
+    multi.lock();
+    proxy.blackHole(true);
+    RuntimeException first = null;
+    try {
+      multi.unlock();
+    } catch (RuntimeException e) {
+      first = e;
+    }
+    assertTrue(first != null, "B's member got no answer: the unlock failed for it");
+    assertFalse(redisState.exists("a-owed"), "A's member was released");
+    a.close();
+    proxy.blackHole(false);
+    RuntimeException retry = null;
+    try {
+      multi.unlock(); // finishes what the failed unlock owes
+    } catch (RuntimeException e) {
+      retry = e;
+    }
+    Await.until(Duration.ofSeconds(10), () -> !redisState.exists("b-owed"),
+        "B's member is released (by the retry or in the background)");
+    if (retry != null) {
+      retry.printStackTrace(System.out);
+    }
+    assertTrue(retry == null, "the retry threw although only B's member was owed: " + retry);
+  }
+
   /** Loads the scripts through the proxy: a held NOSCRIPT reply would mean nothing ran. */
   private static void warmUp(DistributedLock lock) {
     lock.lock();
