@@ -65,7 +65,8 @@ class StaleGrantAttackTest {
    * "the prompt answer to a single send" of a lease too short to be believed; but nothing checks
    * that the answer was prompt. tryLock returns true while the rival holds the lock — the hold
    * is reported lost at once — where a re-sent or replayed grant in the same state is undone and
-   * tried again (not returned).
+   * tried again (not returned). Fails the same with the author's changes reverted (pre-existing,
+   * not introduced by them; their stale rule exempts exactly this case).
    */
   @Disabled("defect: a fresh grant to a single send answered after its lease ran out is "
       + "returned as acquired (tryLock true) while another client holds the lock; see report")
@@ -165,7 +166,8 @@ class StaleGrantAttackTest {
    * application shutting down one of two clients does. The thread's retry of the multi-lock's
    * unlock() should finish only what is owed (B's member) — as it did with the static record —
    * but the record went with A's engine, so the retry targets every member, fails on A's
-   * released member ("client is closed") and throws although nothing is left to do.
+   * released member ("client is closed") and throws although nothing is left to do. Passes with
+   * the author's changes reverted (static record): introduced by change 4.
    */
   @Disabled("defect: after the first member's client closes, the retry of a failed multi-lock "
       + "unlock() throws LockException (IllegalStateException: client closed) for a member "
