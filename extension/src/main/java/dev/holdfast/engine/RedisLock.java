@@ -697,14 +697,15 @@ final class RedisLock implements FencedLock {
      * then, not the lease), so the hold is believed no longer than Redis keeps it; the section's
      * own fixed lease counts from the request's first send, the earliest its grant can have run.
      *
-     * <p>A grant whose time was already over when its answer came is not returned as acquired
-     * if it is stale: a replay (it reports less time than the lease: it ran at an earlier send),
-     * or the answer to a call that was sent more than once (its lease counts from the first
-     * send). The caller would hold a lock that may be someone else's by
-     * now, with no token to show (a hold no longer believed has none). A fresh acquisition
-     * undoes it and tries again as a new request; a re-entry's hold is lost. The prompt answer
-     * to a single send is always opened, so that a lease too short to be believed at all is
-     * reported lost at once, as before, rather than tried for ever.
+     * <p>A grant whose time was already over when its answer came is never returned as
+     * acquired: the caller would hold a lock that may be someone else's by now, with no token to
+     * show (a hold no longer believed has none) — whether the answer is a replay (it reports
+     * less time than the lease: it ran at an earlier send), the answer to a call sent more than
+     * once (its lease counts from the first send), or a single send answered late. A fresh
+     * acquisition undoes it and tries again as a new request; a re-entry's hold is lost. Only a
+     * lease too short to be believed at all (within the clock-drift margin) is opened anyway,
+     * when its answer is to a single send and no replay, so that it is reported lost at once,
+     * as before, rather than tried for ever.
      *
      * @param resent whether the call was sent more than once since {@code sentAt}: the answer
      *     may be to a later send
@@ -716,7 +717,8 @@ final class RedisLock implements FencedLock {
       // (a hold with no time left) confirms nothing.
       long ttl = pttl == -1 ? lease : Math.max(pttl, 0);
       long until = LockEngine.confirmedUntil(sentAt, ttl);
-      if (until - System.nanoTime() <= 0 && (ttl < lease || resent)) {
+      boolean believable = LockEngine.confirmedUntil(sentAt, lease) - sentAt > 0;
+      if (until - System.nanoTime() <= 0 && (ttl < lease || resent || believable)) {
         return staleGrant(hold, expected, lease);
       }
       Hold h = hold;

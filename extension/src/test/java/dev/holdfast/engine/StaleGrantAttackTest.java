@@ -60,16 +60,11 @@ class StaleGrantAttackTest {
 
   /**
    * A single send whose grant (a fresh one: it reports the full lease) is answered only after
-   * that lease ran out in Redis and a rival took the lock. opened() skips the stale rule for a
-   * single send that is not a replay ({@code ttl == lease}, {@code resent == false}), meant for
-   * "the prompt answer to a single send" of a lease too short to be believed; but nothing checks
-   * that the answer was prompt. tryLock returns true while the rival holds the lock — the hold
-   * is reported lost at once — where a re-sent or replayed grant in the same state is undone and
-   * tried again (not returned). Fails the same with the author's changes reverted (pre-existing,
-   * not introduced by them; their stale rule exempts exactly this case).
+   * that lease ran out in Redis and a rival took the lock: it must be undone and tried again, not
+   * returned (tryLock returned true while the rival held the lock — the hold reported lost at
+   * once — until opened() treated every grant answered past its time as stale, not only replays
+   * and re-sent calls; the replica soak's fenced lock() without a token was this).
    */
-  @Disabled("defect: a fresh grant to a single send answered after its lease ran out is "
-      + "returned as acquired (tryLock true) while another client holds the lock; see report")
   @Test
   void singleSend_freshGrantAnsweredAfterItsLease_isNotReturnedWhileRivalHolds()
       throws Exception {
@@ -114,8 +109,6 @@ class StaleGrantAttackTest {
   }
 
   /** The same for a {@link LockHold}: acquire() returns a hold while the rival holds the lock. */
-  @Disabled("defect: as singleSend_freshGrantAnsweredAfterItsLease_…, acquire() returns a "
-      + "LockHold while another client holds the lock; see report")
   @Test
   void lockHold_singleSend_freshGrantAnsweredAfterItsLease_isNotReturnedWhileRivalHolds()
       throws Exception {
