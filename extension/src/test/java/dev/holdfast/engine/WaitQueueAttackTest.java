@@ -364,6 +364,57 @@ class WaitQueueAttackTest {
   }
 
   /**
+   * Attack: the reserve is said to keep renewals from starving, but queries take connections
+   * without a permit too and their number has no bound (threads polling {@code isLocked()}).
+   * 400 threads poll through a proxy adding 10 ms per reply on a pool of 4: the pool's queue is
+   * about a second long, longer than the holder's lease of 1 s, and its renewal waits in it.
+   */
+  @Test
+  @Disabled("defect: queries (isLocked() …) take pool connections without a permit and without "
+      + "bound, so many polling threads fill the reserve and the pool's queue: a renewal waits "
+      + "behind them longer than the lease and a live holder loses its lock")
+  void renewal_behindManyPollingThreads_holdIsKept() throws Exception {
+    try (dev.holdfast.testing.FaultProxy proxy =
+        new dev.holdfast.testing.FaultProxy(redis.server().port())) {
+      LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri()),
+          LockClientConfig.POOL_MAX_SIZE, "4", LockClientConfig.TIMEOUT, "2s",
+          LockClientConfig.WATCHDOG_TIMEOUT, "1s");
+      LossRecorder losses = LossRecorder.on(client);
+      DistributedLock held = client.getLock("renewed");
+      held.lock();
+      try {
+        proxy.delay(Duration.ofMillis(10));
+        AtomicBoolean stop = new AtomicBoolean();
+        List<Thread> pollers = new ArrayList<>();
+        DistributedLock polled = client.getLock("polled");
+        for (int i = 0; i < 400; i++) {
+          pollers.add(start("poller-" + i, () -> {
+            while (!stop.get()) {
+              try {
+                polled.isLocked();
+              } catch (RuntimeException e) {
+                // counted by the holder's outcome only
+              }
+            }
+          }));
+        }
+        Thread.sleep(6_000);
+        stop.set(true);
+        for (Thread t : pollers) {
+          t.join(30_000);
+        }
+        proxy.delay(Duration.ZERO);
+        assertEquals(0, losses.count(), "holds reported lost: " + losses);
+        assertTrue(held.isHeldByCurrentThread(), "the live holder lost its lock");
+      } finally {
+        if (held.isHeldByCurrentThread()) {
+          held.unlock();
+        }
+      }
+    }
+  }
+
+  /**
    * Attack: the "free but nobody acquires" window after a holder with a stale local-handoff
    * flag ends without a release of this client: it keeps the lock briefly (unlockAfter) so the
    * key expires without an unlock message. The waiters behind it must each get it soon after
