@@ -511,6 +511,84 @@ class WaitQueueAttackTest {
   }
 
   /**
+   * Attack: heads timing out or interrupted at the moment of a handoff. Eight threads of one
+   * client loop on one lock with short timed waits and lockInterruptibly(), a chaos thread
+   * interrupts them at random, each section lasts about a millisecond. Afterwards: no overlap,
+   * no loss, no unexpected failure, nobody left waiting, the lock free (no grant stranded), and
+   * the lock is still taken at once by a fresh thread.
+   */
+  @Test
+  void timeoutsAndInterruptsAtHandoff_noOverlapNoStrandedGrant() throws Exception {
+    LockClient client = clients.create(direct);
+    LossRecorder losses = LossRecorder.on(client);
+    DistributedLock lock = client.getLock("chaos");
+    dev.holdfast.testing.ExclusionProbe probe = new dev.holdfast.testing.ExclusionProbe();
+    AtomicBoolean stop = new AtomicBoolean();
+    ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
+    AtomicInteger sections = new AtomicInteger();
+    List<Thread> workers = new ArrayList<>();
+    for (int i = 0; i < 8; i++) {
+      int id = i;
+      workers.add(start("chaos-" + i, () -> {
+        java.util.Random random = new java.util.Random(id);
+        while (!stop.get()) {
+          boolean got = false;
+          try {
+            if (random.nextBoolean()) {
+              got = lock.tryLock(1 + random.nextInt(15), TimeUnit.MILLISECONDS);
+            } else {
+              lock.lockInterruptibly();
+              got = true;
+            }
+          } catch (InterruptedException e) {
+            continue;
+          } catch (Throwable e) {
+            failures.add(e);
+            continue;
+          }
+          if (got) {
+            probe.enter();
+            sections.incrementAndGet();
+            java.util.concurrent.locks.LockSupport.parkNanos(1_000_000);
+            probe.exit();
+            Thread.interrupted(); // an interrupt meant for the wait
+            try {
+              lock.unlock();
+            } catch (Throwable e) {
+              failures.add(e);
+            }
+          }
+        }
+      }));
+    }
+    Thread chaos = start("interrupter", () -> {
+      java.util.Random random = new java.util.Random(99);
+      while (!stop.get()) {
+        workers.get(random.nextInt(workers.size())).interrupt();
+        java.util.concurrent.locks.LockSupport.parkNanos(random.nextInt(3_000_000));
+      }
+    });
+    Thread.sleep(8_000);
+    stop.set(true);
+    chaos.join(10_000);
+    for (Thread t : workers) {
+      t.interrupt();
+      t.join(30_000);
+      assertFalse(t.isAlive(), t.getName() + " still waits");
+    }
+    assertEquals(List.of(), failures.stream().limit(3).toList(), failures.size() + " failures");
+    assertEquals(0, probe.overlaps(), "two threads held the lock at once");
+    assertEquals(0, losses.count(), "holds reported lost: " + losses);
+    assertTrue(sections.get() > 0);
+    LockEngine engine = Clients.engine(client);
+    Await.until(Duration.ofSeconds(20), () -> engine.waitingThreads() == 0, "nobody waits");
+    assertFalse(lock.isLocked(), "a grant was stranded: the lock stays held");
+    assertTrue(lock.tryLock(5, TimeUnit.SECONDS));
+    lock.unlock();
+    System.out.println("chaos: " + sections.get() + " sections");
+  }
+
+  /**
    * Attack: the "free but nobody acquires" window after a holder with a stale local-handoff
    * flag ends without a release of this client: it keeps the lock briefly (unlockAfter) so the
    * key expires without an unlock message. The waiters behind it must each get it soon after
