@@ -127,6 +127,70 @@ class WaitQueueAttackTest {
   }
 
   /**
+   * Attack: the pool's maxWait is unbounded (-1). commons-pool 2.13.1 turns that into a zero
+   * budget in {@code GenericObjectPool.create()}, whose wait for another thread's connection
+   * being made ({@code makeObjectCount > 0}, pool at max) then returns at once: borrowers spin
+   * on the CPU instead of parking for as long as a connection is being made. A frozen server
+   * (accepts, never answers the handshake) makes that last the command timeout: four queries
+   * open the pool's four connections against it, and three lock() calls (the three permits)
+   * find the pool full of connections being made.
+   */
+  @Test
+  @Disabled("defect: with maxWait -1, GenericObjectPool.create() (commons-pool 2.13.1) busy-"
+      + "spins every borrower while other connections of a full pool are being made (up to the "
+      + "connect/handshake timeout): acquisitions burn CPU (and carrier threads) instead of "
+      + "parking")
+  void poolWaiters_whileConnectionsAreBeingMade_parkRatherThanSpin() throws Exception {
+    try (RedisServer server = RedisServer.start()) {
+      LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, server.uri()),
+          LockClientConfig.POOL_MAX_SIZE, "4", LockClientConfig.TIMEOUT, "10s");
+      assertFalse(client.getLock("warm").isLocked());
+      server.pause();
+      List<Thread> queries = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        queries.add(start("query-" + i, () -> {
+          try {
+            client.getLock("other").isLocked();
+          } catch (RuntimeException expected) {
+            // the frozen server never answers
+          }
+        }));
+      }
+      for (Thread q : queries) {
+        Await.until(Duration.ofSeconds(20), () -> inFrame(q, "SocketInputStream")
+            || inFrame(q, "NioSocketImpl") || inFrame(q, "RedisInputStream"),
+            "the queries wait on the pool's connections");
+      }
+      List<Thread> acquirers = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        DistributedLock l = client.getLock("spin-" + i);
+        acquirers.add(start("acquirer-" + i, () -> {
+          try {
+            l.lock();
+            l.unlock();
+          } catch (RuntimeException e) {
+            // the outcome does not matter here
+          }
+        }));
+      }
+      Await.until(Duration.ofSeconds(20), () -> acquirers.stream()
+          .allMatch(t -> inFrame(t, "GenericObjectPool")), "the acquirers are in the pool");
+      int spinning = 0;
+      for (int sample = 0; sample < 20; sample++) {
+        for (Thread t : acquirers) {
+          if (t.getState() == Thread.State.RUNNABLE && inFrame(t, "GenericObjectPool.create")) {
+            spinning++;
+          }
+        }
+        Thread.sleep(100);
+      }
+      server.resume();
+      assertEquals(0, spinning, "samples (of 60) of an acquirer running on the CPU inside "
+          + "GenericObjectPool.create() while waiting for a connection");
+    }
+  }
+
+  /**
    * Attack: a thread that holds the write lock takes the read lock (the downgrade the library's
    * own message recommends) while other threads of its client already wait for the read lock.
    * Read-side acquisitions queue locally whenever others of the client wait ({@code
