@@ -4,8 +4,10 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -58,11 +60,12 @@ final class MultiLock extends CompositeLock {
   }
 
   /**
-   * What a failed unlock() left to do: the members still to release (acquisition order) and
-   * the members it found not held, reported when the rest is done.
+   * What a failed unlock() left to do: the members still to release (acquisition order), and
+   * the members it found not held (or lost) with their exceptions, reported when the rest is
+   * done.
    */
   record Owed(List<DistributedLock> members, List<RuntimeException> notHeld,
-      List<String> notHeldNames) {
+      List<DistributedLock> notHeldMembers) {
   }
 
   MultiLock(DistributedLock... locks) {
@@ -167,7 +170,10 @@ final class MultiLock extends CompositeLock {
    * same release: it calls again only the members whose release failed (re-sending a release
    * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
    * does), so no member is released twice, and it reports then the members found not held
-   * before.
+   * before, and those whose hold was lost since (a member released by the failed call may have
+   * lost its hold in it: its release found the outer sections' fixed lease over and ended the
+   * hold). Once a member's loss is known, the multi-lock is lost: that retry is an unlock of a
+   * lost hold, like every later one of its open sections.
    *
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
@@ -184,7 +190,11 @@ final class MultiLock extends CompositeLock {
     List<DistributedLock> targets = rest == null ? order
         : rest.members().stream().filter(MultiLock::owesUnlock).toList();
     List<RuntimeException> failures = new ArrayList<>(rest == null ? List.of() : rest.notHeld());
-    List<String> failed = new ArrayList<>(rest == null ? List.of() : rest.notHeldNames());
+    List<DistributedLock> failed =
+        new ArrayList<>(rest == null ? List.of() : rest.notHeldMembers());
+    if (rest != null) {
+      lostSinceReleased(rest, failures, failed);
+    }
     List<DistributedLock> unsettled = new ArrayList<>();
     for (int i = targets.size() - 1; i >= 0; i--) {
       DistributedLock m = targets.get(i);
@@ -192,7 +202,7 @@ final class MultiLock extends CompositeLock {
         m.unlock();
       } catch (RuntimeException e) {
         failures.add(e);
-        failed.add(m.getName());
+        failed.add(m);
         if (!(e instanceof IllegalMonitorStateException)) {
           // Not run (still held), or in doubt (ended, settled by its retry): either way the
           // member's own unlock() is what finishes it, as for a single lock.
@@ -201,26 +211,28 @@ final class MultiLock extends CompositeLock {
       }
     }
     if (!unsettled.isEmpty()) {
-      List<String> notHeldNames = new ArrayList<>();
+      List<RuntimeException> notHeld = new ArrayList<>();
+      List<DistributedLock> notHeldMembers = new ArrayList<>();
       for (int i = 0; i < failures.size(); i++) {
         if (failures.get(i) instanceof IllegalMonitorStateException) {
-          notHeldNames.add(failed.get(i));
+          notHeld.add(failures.get(i));
+          notHeldMembers.add(failed.get(i));
         }
       }
       owed.put(new OwedKey(identities, threadId), new Owed(List.copyOf(unsettled),
-          failures.stream().filter(IllegalMonitorStateException.class::isInstance).toList(),
-          List.copyOf(notHeldNames)));
+          List.copyOf(notHeld), List.copyOf(notHeldMembers)));
     }
     if (failures.isEmpty()) {
       return;
     }
+    List<String> failedNames = failed.stream().map(DistributedLock::getName).toList();
     boolean onlyNotHeld = failures.stream().allMatch(IllegalMonitorStateException.class::isInstance);
     String message;
     if (onlyNotHeld && failures.size() == order.size()) {
       message = "Multi-lock " + getName() + " is not held by " + thread() + ": "
           + failures.get(0).getMessage();
     } else {
-      message = "unlock() of multi-lock " + getName() + " failed for " + failed + " ("
+      message = "unlock() of multi-lock " + getName() + " failed for " + failedNames + " ("
           + (order.size() - failures.size()) + " of " + order.size() + " released): "
           + failures.get(0).getMessage();
     }
@@ -233,6 +245,29 @@ final class MultiLock extends CompositeLock {
       }
     }
     throw thrown;
+  }
+
+  /**
+   * For a retry that finishes a failed unlock() ({@code rest}): adds to {@code failures} (and
+   * {@code failed}) the members that call released but whose hold this thread has lost since
+   * (or lost in that call: a release that ends the hold because the outer sections' lease is
+   * over reports the loss and returns normally), unless already reported as not held. The
+   * thread knows its multi-lock is lost, so this unlock says so, as every later one does.
+   */
+  private void lostSinceReleased(Owed rest, List<RuntimeException> failures,
+      List<DistributedLock> failed) {
+    Set<Object> reported = new HashSet<>();
+    rest.members().forEach(m -> reported.add(LockGroup.identity(m)));
+    rest.notHeldMembers().forEach(m -> reported.add(LockGroup.identity(m)));
+    for (DistributedLock m : order) {
+      if (m instanceof RedisLock r && !reported.contains(LockGroup.identity(m))) {
+        IllegalMonitorStateException lost = r.lostSinceReleased();
+        if (lost != null) {
+          failures.add(lost);
+          failed.add(m);
+        }
+      }
+    }
   }
 
   /**
@@ -252,7 +287,7 @@ final class MultiLock extends CompositeLock {
     owed.computeIfPresent(new OwedKey(identities, threadId), (id, o) -> {
       List<DistributedLock> held = o.members().stream()
           .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
-      return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldNames());
+      return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldMembers());
     });
   }
 

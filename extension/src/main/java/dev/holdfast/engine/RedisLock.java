@@ -1534,6 +1534,28 @@ final class RedisLock implements FencedLock {
     return hold != null && (hold.count() > 0 || hold.endedInDoubt());
   }
 
+  /**
+   * For a composite lock's {@code unlock()} that finishes an earlier one in which this lock's
+   * section was already released ({@link MultiLock#unlock()}): whether the calling thread's hold
+   * of this lock has been lost since, with sections still open. A hold past its local deadline
+   * is declared lost now, as {@code unlock()} would. Nothing is sent and no section is closed:
+   * the open sections are the composite lock's outer ones, whose own unlocks report the loss
+   * again. Owner thread.
+   *
+   * @return the exception an {@code unlock()} of the hold would throw, or null if the hold is
+   *     not lost (or there is none)
+   */
+  IllegalMonitorStateException lostSinceReleased() {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    if (hold == null || hold.count() == 0 || hold.endedInDoubt()) {
+      return null;
+    }
+    if (hold.active() && !hold.believedAt(System.nanoTime())) {
+      engine.expire(hold);
+    }
+    return hold.active() ? null : new IllegalMonitorStateException(lostMessage(hold));
+  }
+
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();

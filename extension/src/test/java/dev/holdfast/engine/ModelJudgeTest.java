@@ -150,6 +150,33 @@ class ModelJudgeTest {
     assertEquals(List.of(), checks());
   }
 
+  @Test
+  void multiLockUnlock_memberLostDuringAFailedInnerUnlock_itsRetryMustSayLost() {
+    // The soak report's history: the first inner unlock released n1, whose outer section had no
+    // lease left (LockLost "released at the inner unlock()"), and failed for n0; the loss was
+    // known before the retry, and it is the multi-lock hold's loss (its outer section is open).
+    multiEpisode("a", T, T + 3_000_000);
+    innerMultiUnlock("LOCK_EXCEPTION", T + 1_000_000, "failed for [n0]: no answer", "");
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n1", "", "LockLost", "",
+        T + 1_000_300, T + 1_000_400, 0, 0, 0, "", "its lease of 1510ms ran out while an inner "
+        + "section held it; the lock was released at the inner unlock()"));
+    innerMultiUnlock("OK", T + 2_000_000, "", "lost:reported");
+
+    assertEquals(List.of("lost-calls"), checks());
+
+    events.removeIf(e -> e.op().equals("unlock") && e.outcome().equals("OK"));
+    innerMultiUnlock("IMSE", T + 2_000_000, "failed for [n1]: Lock 'n1' was lost: its lease of "
+        + "1510ms ran out while an inner section held it", "lost:reported");
+    assertEquals(List.of(), checks());
+  }
+
+  /** An unlock of the multi-lock's inner section (count 2). */
+  private void innerMultiUnlock(String outcome, long start, String text, String tag) {
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "a", "unlock",
+        outcome, start, start + 1_000, 2, outcome.equals("LOCK_EXCEPTION") ? 2 : 1, 0,
+        tag, text));
+  }
+
   private void multiEpisode(String id, long start, long end) {
     multiEpisode(id, start, end, "LOST");
   }

@@ -8,8 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockException;
+import dev.holdfast.testing.Await;
 import dev.holdfast.testing.ExclusionProbe;
 import dev.holdfast.testing.RedisExtension;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -211,6 +213,55 @@ class MultiLockTest {
     assertTrue(e.getMessage().contains("lost") && e.getMessage().contains("[a]"),
         e.getMessage());
     assertFalse(multi.isLocked());
+  }
+
+  /**
+   * A member whose inner release ran but ended its hold (the outer section's fixed lease was
+   * over) while another member's release failed: the thread knows the multi-lock is lost, so
+   * the retry that finishes the inner unlock says so, naming that member, after releasing the
+   * other (found by the model test: the retry returned normally although the loss was reported
+   * before it).
+   */
+  @Test
+  void unlock_retriedAfterAFailure_memberLostAtItsInnerRelease_reportsTheLoss()
+      throws Exception {
+    LockClient onServer2 = clients.create(redis2.config());
+    LossRecorder lost = LossRecorder.on(client);
+    LossRecorder lost2 = LossRecorder.on(onServer2);
+    DistributedLock multi = client.getMultiLock(client.getLock("a"), onServer2.getLock("b"));
+    long start = System.nanoTime();
+    multi.lock(300, TimeUnit.MILLISECONDS);
+    multi.lock(30, TimeUnit.SECONDS);
+    long outerOver = start + TimeUnit.MILLISECONDS.toNanos(600);
+    Await.until(Duration.ofSeconds(5), () -> System.nanoTime() - outerOver > 0,
+        "the outer section's lease is over");
+    try (Jedis two = redis2.server().admin()) {
+      two.configSet("min-replicas-to-write", "1"); // b's release is refused: it stays owed
+      assertThrows(LockException.class, multi::unlock);
+      two.configSet("min-replicas-to-write", "0");
+    }
+    // a's inner release ran and released the lock: its outer section had no lease left.
+    lost.awaitFirst(Duration.ofSeconds(5), "a released at its inner unlock()");
+    try (Jedis one = redis.server().admin()) {
+      assertFalse(one.exists("a"), "a released at the inner unlock()");
+    }
+
+    IllegalMonitorStateException e =
+        assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    assertTrue(e.getMessage().contains("lost") && e.getMessage().contains("[a]"),
+        e.getMessage());
+    assertFalse(multi.isLocked(), "b released by the retry all the same");
+    assertEquals(1, lost.count(), "a reported once: " + lost);
+    assertEquals(1, lost2.count(), "b reported once (its outer section is lost too): " + lost2);
+    // The outer sections: lost, each says so once; then nothing is held.
+    IllegalMonitorStateException outer =
+        assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    assertTrue(outer.getMessage().contains("lost"), outer.getMessage());
+    IllegalMonitorStateException none =
+        assertThrows(IllegalMonitorStateException.class, multi::unlock);
+    assertTrue(none.getMessage().contains("is not held"), none.getMessage());
+    assertEquals(1, lost.count(), lost.toString());
+    assertEquals(1, lost2.count(), lost2.toString());
   }
 
   @Test
