@@ -285,24 +285,41 @@ final class RedisLock implements FencedLock {
         head = waiter == null || waiter.entry.isHead(waiter);
         long pttl;
         if (waiter != null && !attempt.uncertain && !head) {
-          // Behind the head: no Redis call until its turn comes or it is handed the lock.
-          pttl = LOCAL_PARK_MS;
+          // Behind the head: no Redis call until its turn comes or it is handed the lock;
+          // but when the head gave up on an outage that has lasted too long, so does this one.
+          RuntimeException outage = waiter.entry.outageOver(System.nanoTime(),
+              millisToNanos(engine.watchdogMillis()));
+          if (outage != null && waitNanos != 0) {
+            throw new RedisUnavailableException("Lock '" + names.name() + "' was not acquired: "
+                + "Redis has been unavailable to its waiters for over the watchdog timeout",
+                outage);
+          }
+          pttl = waiter.entry.parkMillis(System.nanoTime(), LOCAL_PARK_MS);
         } else if (waiter != null && !wasHead && handsOff() && !attempt.uncertain
             && waiter.entry.handedLocally() && waiter.entry.subscribed()
             && engine.holds().get(attempt.id) == null) {
           // A new head while a thread of this client holds it: the release hands it over.
-          pttl = QUEUED_PARK_MS;
+          pttl = waiter.entry.parkMillis(System.nanoTime(), QUEUED_PARK_MS);
         } else {
           try {
             pttl = attempt.tryOnce(waitNanos == FOREVER ? RedisTopology.UNBOUNDED
                 : Math.max(0, waitNanos - (System.nanoTime() - start)));
             failingSince = 0;
+            if (waiter != null) {
+              waiter.entry.answered();
+              if (pttl != ACQUIRED) {
+                waiter.entry.leaseSeen(System.nanoTime(), pttl);
+              }
+            }
           } catch (RedisUnavailableException | NotReplicatedException e) {
             // Ride it out like an outage; an unacknowledged grant is simply "not acquired"
             // once the wait is over.
             boolean notReplicated = e instanceof NotReplicatedException;
             long now = System.nanoTime();
             failingSince = failingSince == 0 ? now : failingSince;
+            if (waiter != null && !notReplicated) {
+              failingSince = waiter.entry.failing(failingSince); // the queue's one clock
+            }
             if (waitNanos == 0 || (waitNanos != FOREVER && now - start >= waitNanos)) {
               if (notReplicated) {
                 outcome = Outcome.TIMED_OUT;
@@ -311,6 +328,9 @@ final class RedisLock implements FencedLock {
               throw e;
             }
             if (now - failingSince > millisToNanos(engine.watchdogMillis())) {
+              if (waiter != null && !notReplicated) {
+                waiter.entry.gaveUp(e); // the waiters behind give up on the same clock
+              }
               throw e;
             }
             pttl = OUTAGE_RETRY_MS;
@@ -318,8 +338,10 @@ final class RedisLock implements FencedLock {
         }
         if (pttl == ACQUIRED) {
           if (waiter != null && handsOff() && waiter.entry.hasOthers(waiter)) {
-            // The next head waits for this thread's handoff rather than ask Redis at once.
+            // The next head waits for this thread's handoff rather than ask Redis at once,
+            // but never past this hold's lease (it may end without a release of ours).
             waiter.entry.handedLocally(true);
+            waiter.entry.leaseSeen(System.nanoTime(), attempt.lease());
           }
           acquired = true;
           outcome = Outcome.ACQUIRED;
@@ -433,7 +455,7 @@ final class RedisLock implements FencedLock {
       return false;
     }
     WaitEntry entry = engine.subscriptions().peek(names);
-    if (entry == null || engine.holds().get(attempt.id) != null) {
+    if (entry == null || holdsAnySide(attempt.id.threadId())) {
       return false;
     }
     if (handsOff()) {
@@ -442,6 +464,26 @@ final class RedisLock implements FencedLock {
       return entry.handedLocally() && entry.subscribed();
     }
     return entry.hasWaiters();
+  }
+
+  /**
+   * Whether owner {@code ownerId} has any hold of this lock: a re-entry, or either side of a
+   * read-write lock (a write holder taking the read lock to downgrade). Such an acquisition
+   * never queues locally: the waiters ahead of it may wait for its own hold, so it would never
+   * become head; it asks Redis, which grants it at once.
+   */
+  private boolean holdsAnySide(long ownerId) {
+    if (engine.holds().get(new Hold.Id(names.holdKey(), ownerId)) != null) {
+      return true;
+    }
+    if (names.kind() instanceof ReadWriteLockKind) {
+      for (LockKind side : new LockKind[] {ReadWriteLockKind.READ, ReadWriteLockKind.WRITE}) {
+        if (engine.holds().get(new Hold.Id(names.key() + side.idSuffix(), ownerId)) != null) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   /**

@@ -102,8 +102,8 @@ final class UnlockSubscriptions implements AutoCloseable {
    * without (timed out, interrupted), signals the next head: after a grant it tries at once
    * (a shared lock may admit it too), and a wake-up the old head consumed is passed on. After a
    * grant of an exclusive lock that a thread of this client now holds to hand over
-   * ({@link WaitEntry#handedLocally}), the next head is not woken: it stays parked as a handoff
-   * candidate, and a release through Redis wakes it by its unlock message.
+   * ({@link WaitEntry#handedLocally}), the next head is woken too: it parks again as a handoff
+   * candidate, bounded by the holder's lease, since that may end without any release message.
    */
   void leave(WaitEntry.Waiter waiter, boolean acquired) {
     WaitEntry entry = waiter.entry;
@@ -121,9 +121,10 @@ final class UnlockSubscriptions implements AutoCloseable {
         }
         entry.subscribed(false);
         connection = connections.get(entry.node);
-      } else if (head && !(acquired && entry.handedLocally())) {
-        // Not after a local grant of a lock handed over locally: the new head is handed it in
-        // turn, or woken by the unlock message if the release goes through Redis.
+      } else if (head) {
+        // Always, also after a local grant of a lock handed over locally: the new head then
+        // parks as a handoff candidate for a bounded time (the holder's lease may run out
+        // without a release of this client, and no unlock message would wake it).
         entry.wakeOne();
       }
     }

@@ -66,6 +66,20 @@ final class WaitEntry {
    */
   private volatile boolean handedLocally;
 
+  /**
+   * Since when (nanoTime) Redis has failed this lock's head, 0 while it answers: one outage
+   * clock for the whole local queue, so a new head inherits it and the queued waiters fail
+   * together about one watchdog timeout into an outage, not one after the other. Guarded by this.
+   */
+  private long failingSince;
+  /** The failure that made a head give up on the outage; read by the waiters behind it. */
+  private volatile RuntimeException outage;
+  /**
+   * When the current holder's lease ends as last seen (nanoTime), 0 for unknown: bounds the
+   * park of the waiters behind the head, so no wait outlasts the holder's remaining lease.
+   */
+  private volatile long leaseEndsAt;
+
   WaitEntry(Key key, HostAndPort node) {
     this.key = key;
     this.channel = key.channel();
@@ -214,6 +228,61 @@ final class WaitEntry {
     if (handedLocally != value) {
       handedLocally = value;
     }
+  }
+
+  /**
+   * Redis failed the head at {@code now}, whose own clock started at {@code since}: returns
+   * the queue's outage start, the earliest of the recorded one and {@code since}.
+   */
+  synchronized long failing(long since) {
+    if (failingSince == 0 || since - failingSince < 0) {
+      failingSince = since;
+    }
+    return failingSince;
+  }
+
+  /** Redis answered the head: the outage (if any) is over. */
+  synchronized void answered() {
+    failingSince = 0;
+    outage = null;
+  }
+
+  /**
+   * A head gave up on the outage with {@code failure}: every waiter wakes, checks the shared
+   * clock ({@link #outageOver}) and gives up too.
+   */
+  void gaveUp(RuntimeException failure) {
+    outage = failure;
+    wakeAll();
+  }
+
+  /**
+   * The failure a queued waiter gives up with at {@code now}: the head's, once Redis has failed
+   * this queue for longer than {@code limitNanos}; else null.
+   */
+  synchronized RuntimeException outageOver(long now, long limitNanos) {
+    RuntimeException failure = outage;
+    return failure != null && failingSince != 0 && now - failingSince > limitNanos
+        ? failure : null;
+  }
+
+  /** The holder's lease was seen to end in {@code pttlMillis} at {@code now}. */
+  void leaseSeen(long now, long pttlMillis) {
+    leaseEndsAt = pttlMillis >= 0 ? now + TimeUnit.MILLISECONDS.toNanos(pttlMillis) : 0;
+  }
+
+  /**
+   * How long a queued waiter may park at {@code now}: at most {@code millis}, and not past the
+   * holder's lease as last seen.
+   */
+  long parkMillis(long now, long millis) {
+    long end = leaseEndsAt;
+    if (end == 0) {
+      return millis;
+    }
+    long left = end - now;
+    // Past it: stale (renewed, or taken by another since); the head looks and updates it.
+    return left <= 0 ? millis : Math.min(millis, TimeUnit.NANOSECONDS.toMillis(left) + 1);
   }
 
   /** The budget just sent a release through Redis: local attempts wait a moment. */

@@ -198,9 +198,6 @@ class WaitQueueAttackTest {
    * for its own write lock, and never becomes head.
    */
   @Test
-  @Disabled("defect: a write holder taking the read lock (downgrade) queues locally behind "
-      + "readers of its own client that wait for its write lock: it never becomes head, so "
-      + "lock() deadlocks and tryLock(wait) fails although Redis would grant it at once")
   void writeHolder_takingReadLockWhileLocalReadersWait_getsIt() throws Exception {
     LockClient client = clients.create(direct);
     DistributedReadWriteLock rw = client.getReadWriteLock("downgrade");
@@ -239,9 +236,6 @@ class WaitQueueAttackTest {
    * watchdog timeouts (8 waiters, 1 s: ~8 s; 10,000 virtual threads with the default 30 s: days).
    */
   @Test
-  @Disabled("defect: during an outage the local queue fails its waiters one after the other — "
-      + "each head rides the outage out for a full watchdog timeout before the next head starts "
-      + "its own — so the k-th queued lock() fails after about k watchdog timeouts")
   void queuedWaiters_duringOutage_failWithinAboutOneWatchdogTimeout() throws Exception {
     try (RedisServer server = RedisServer.start()) {
       Map<String, String> at = Map.of(LockClientConfig.ADDRESS, server.uri());
@@ -485,11 +479,6 @@ class WaitQueueAttackTest {
    * The key expires without an unlock message; the next local waiter must take it soon after.
    */
   @Test
-  @Disabled("defect: a head that leaves with the lock while others queue sets handedLocally "
-      + "and does not signal the next head; when that holder then ends without a release of "
-      + "this client (its lease runs out) no unlock message comes, and the next head only "
-      + "notices it is head after its LOCAL_PARK_MS (1 s) park: the lock stays free ~700 ms "
-      + "per holder with local waiters parked")
   void expiredHolder_nextLocalWaiterAcquiresSoonAfterExpiry() throws Exception {
     LockClient client = clients.create(direct);
     DistributedLock lock = client.getLock("expired-holder");
