@@ -124,9 +124,9 @@ abstract class RedisTopology implements AutoCloseable {
     pool.setMinIdle(0);
     pool.setBlockWhenExhausted(true);
     // A pool is a queue, not an error: a caller waits for a connection within its own bound
-    // (see borrow), in slices of BORROW_SLICE: a waiter in commons-pool is not woken when a
-    // connection it was to get fails to be created (an outage), so it asks again after each
-    // slice and notices a recovered server; a finite wait also makes commons-pool park rather
+    // (see borrow), in slices of BORROW_SLICE_MILLIS: a waiter in commons-pool is not woken
+    // when a connection it was to get fails to be created (an outage), so it asks again after
+    // each slice and notices a recovered server; a finite wait also makes commons-pool park rather
     // than spin while other connections are being made. A real outage still fails at once,
     // when the pool cannot create a connection.
     pool.setMaxWait(Duration.ofMillis(Math.min(BORROW_SLICE_MILLIS,

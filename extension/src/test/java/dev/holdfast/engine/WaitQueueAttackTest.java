@@ -76,8 +76,10 @@ class WaitQueueAttackTest {
    * each broken connection is invalidated and the pool tries to create a replacement for the
    * waiter, which fails (Redis is down); once Redis is back nothing wakes the waiter: it waits
    * for ever unless some other caller of this client happens to borrow (and return) a
-   * connection. Pool of one (so reserve 0): a query holds the connection while Redis is frozen,
-   * lock() waits for it; Redis is killed and restarted.
+   * connection. Pool of one (so reserve 0): a borrower without a permit (as a release or a
+   * renewal) holds the connection while Redis is frozen, lock() waits for it; Redis is killed
+   * and restarted. Fixed: the pool's wait is finite, and RedisTopology.borrow asks again after
+   * each slice within the caller's own bound.
    */
   @Test
   void poolWaiter_whenRedisDiesAndComesBack_getsTheLock() throws Exception {
@@ -130,9 +132,10 @@ class WaitQueueAttackTest {
    * budget in {@code GenericObjectPool.create()}, whose wait for another thread's connection
    * being made ({@code makeObjectCount > 0}, pool at max) then returns at once: borrowers spin
    * on the CPU instead of parking for as long as a connection is being made. A frozen server
-   * (accepts, never answers the handshake) makes that last the command timeout: four queries
-   * open the pool's four connections against it, and three lock() calls (the three permits)
-   * find the pool full of connections being made.
+   * (accepts, never answers the handshake) makes that last the command timeout: four borrowers
+   * without a permit (queries take one now) open the pool's four connections against it, and
+   * three lock() calls (the three permits) find the pool full of connections being made.
+   * Fixed by the pool's finite wait (a slice): create() then parks.
    */
   @Test
   void poolWaiters_whileConnectionsAreBeingMade_parkRatherThanSpin() throws Exception {
@@ -429,6 +432,7 @@ class WaitQueueAttackTest {
    * without a permit too and their number has no bound (threads polling {@code isLocked()}).
    * 400 threads poll through a proxy adding 10 ms per reply on a pool of 4: the pool's queue is
    * about a second long, longer than the holder's lease of 1 s, and its renewal waits in it.
+   * Fixed: queries take an acquisition permit, so the reserve stays free for renewals.
    */
   @Test
   void renewal_behindManyPollingThreads_holdIsKept() throws Exception {
