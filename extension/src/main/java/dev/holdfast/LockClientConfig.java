@@ -454,7 +454,9 @@ public final class LockClientConfig {
 
     /**
      * Sets the number of command connections per node ({@value #POOL_MAX_SIZE}); the default is
-     * 64. Waiting threads use none.
+     * 64. Waiting threads use none. A queue, not a limit: a call waits for a free connection;
+     * acquisitions and queries use at most three quarters of the pool (all of a pool of one),
+     * so releases, handoffs, renewals and settling always find the rest.
      *
      * @param size at least 1
      * @return this builder

@@ -672,6 +672,9 @@ final class RedisLock implements FencedLock {
         uncertain = false;
       } catch (RedisUnavailableException e) {
         uncertain |= e.mayHaveRun(); // a refused re-send leaves an earlier send's doubt
+        if (!e.mayHaveRun() && RedisTopology.exhausted(e.getCause())) {
+          return 0; // no connection came free within the wait: not acquired, as for a permit
+        }
         throw e;
       } finally {
         engine.topology().leaveAcquisition();
@@ -1612,7 +1615,8 @@ final class RedisLock implements FencedLock {
   private <T> T query(Supplier<T> command) {
     checkOpen();
     try {
-      return command.get();
+      // With a permit, as acquisitions: unbounded in number, queries must not starve renewals.
+      return engine.topology().query(command);
     } catch (JedisException e) {
       engine.observer().redisError("query",
           e instanceof redis.clients.jedis.exceptions.JedisConnectionException);

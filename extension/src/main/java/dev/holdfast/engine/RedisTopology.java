@@ -13,12 +13,14 @@ import java.util.Comparator;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import redis.clients.jedis.CommandArguments;
@@ -83,11 +85,14 @@ abstract class RedisTopology implements AutoCloseable {
   /**
    * The command connections acquisitions may use at once: the pool less {@link #reserve}, taken
    * in arrival order. Acquiring threads are the one population of callers whose number has no
-   * bound (every waiting thread of every lock); releases, handoffs, renewals, settling and
-   * queries are bounded by the holds and never wait for a permit, so they always find at least
-   * the reserve free of acquisitions and never starve behind a burst of acquirers.
+   * bound (every waiting thread of every lock), and so are queries (any number of threads may
+   * poll {@code isLocked()}): both take a permit. Releases, handoffs, renewals and settling are
+   * bounded by the holds and never wait for a permit, so they always find at least the reserve
+   * free of acquisitions and queries and never starve behind a burst of them.
    */
   private final Semaphore acquisitions;
+  /** Set by {@link #close()}: a borrower waiting for a connection gives up. */
+  volatile boolean closed;
 
   private RedisTopology(JedisClientConfig clientConfig, LockClientConfig config) {
     this.clientConfig = clientConfig;
@@ -118,11 +123,14 @@ abstract class RedisTopology implements AutoCloseable {
     pool.setMaxIdle(config.poolMaxSize());
     pool.setMinIdle(0);
     pool.setBlockWhenExhausted(true);
-    // A pool is a queue, not an error: a caller waits for a connection as long as it takes (a
-    // busy connection comes back within about one command timeout). Acquisitions bound their
-    // own wait before they take a connection (enterAcquisition); a real outage still fails at
-    // once, when the pool cannot create a connection.
-    pool.setMaxWait(Duration.ofMillis(-1));
+    // A pool is a queue, not an error: a caller waits for a connection within its own bound
+    // (see borrow), in slices of BORROW_SLICE_MILLIS: a waiter in commons-pool is not woken
+    // when a connection it was to get fails to be created (an outage), so it asks again after
+    // each slice and notices a recovered server; a finite wait also makes commons-pool park rather
+    // than spin while other connections are being made. A real outage still fails at once,
+    // when the pool cannot create a connection.
+    pool.setMaxWait(Duration.ofMillis(Math.min(BORROW_SLICE_MILLIS,
+        Math.max(1, config.timeout().toMillis()))));
     RedisTopology topology;
     try {
       topology = switch (config.mode()) {
@@ -195,6 +203,67 @@ abstract class RedisTopology implements AutoCloseable {
       if (interrupted) {
         Thread.currentThread().interrupt();
       }
+    }
+  }
+
+  /** The longest one wait of a borrower in the pool, before it asks again (see borrow). */
+  static final long BORROW_SLICE_MILLIS = 250;
+
+  /**
+   * Whether {@code e} says the pool had no connection free within one slice: "pool exhausted",
+   * not "cannot connect" (a failed create throws its own connection failure) nor "pool closed".
+   */
+  static boolean exhausted(Throwable e) {
+    return e instanceof JedisException && e.getCause() instanceof NoSuchElementException n
+        && n.getCause() == null;
+  }
+
+  /**
+   * Takes a connection from the pool, waiting slice after slice while the pool is exhausted,
+   * until {@code untilNanos} ({@link #UNBOUNDED}: until the client is closed).
+   *
+   * @throws JedisException the pool's failure: exhausted past the bound ({@link #exhausted}),
+   *     closed, or a connection that could not be made
+   */
+  final Connection borrow(Supplier<Connection> pool, long untilNanos) {
+    while (true) {
+      try {
+        return pool.get();
+      } catch (JedisException e) {
+        if (!exhausted(e) || closed
+            || (untilNanos != UNBOUNDED && System.nanoTime() - untilNanos > 0)) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * Runs a read-only query (through {@link #commands()}) as acquisitions run: with a permit
+   * (waiting at most about one command timeout for it, then failing), re-asking the pool while
+   * it is exhausted within that bound. A query's borrow fails before anything is sent, so
+   * asking again is safe.
+   *
+   * @throws JedisException when no permit or connection came free in time, or Redis failed
+   */
+  final <T> T query(Supplier<T> command) {
+    long until = System.nanoTime() + timeout.toNanos();
+    if (!enterAcquisition(timeout.toNanos(), false)) {
+      throw new JedisException("no connection of the pool came free within "
+          + LockClientConfig.TIMEOUT + "=" + timeout.toMillis() + "ms");
+    }
+    try {
+      while (true) {
+        try {
+          return command.get();
+        } catch (JedisException e) {
+          if (!exhausted(e) || closed || System.nanoTime() - until > 0) {
+            throw e;
+          }
+        }
+      }
+    } finally {
+      leaveAcquisition();
     }
   }
 
@@ -401,7 +470,7 @@ abstract class RedisTopology implements AutoCloseable {
    * an error answers true too (the caller then errs towards letting others in).
    */
   boolean othersSubscribed(String key, String channel, int own) {
-    try (Connection c = connection(key)) {
+    try (Connection c = borrow(() -> connection(key), System.nanoTime() + timeout.toNanos())) {
       Object reply = c.executeCommand(new CommandArguments(Protocol.Command.PUBSUB)
           .add(sharded() ? "SHARDNUMSUB" : "NUMSUB").add(channel));
       List<?> counts = (List<?>) reply;
@@ -524,6 +593,11 @@ abstract class RedisTopology implements AutoCloseable {
     long start = System.nanoTime();
     long deadline = start + timeout.toNanos() * (attempts + 1);
     long refusedUntil = start + Math.min(refusalNanos, timeout.toNanos() * (attempts + 1));
+    // How long a send waits for a connection of an exhausted pool: the caller's wait (for ever
+    // when it has no bound, until the client is closed), about one command at least.
+    long borrowUntil = refusalNanos == UNBOUNDED ? UNBOUNDED
+        : start + Math.max(timeout.toNanos(), Math.min(refusalNanos,
+            timeout.toNanos() * (attempts + 1)));
     while (true) {
       // Sealed once an earlier send may have run; a refused send leaves no copy to guard against.
       List<String> arguments = args.apply(sealFirst || mayHaveRun);
@@ -532,11 +606,12 @@ abstract class RedisTopology implements AutoCloseable {
       redirectTo = null;
       asking = false;
       long pauseMillis = 0;
-      try (Connection c = target == null ? connection(keys.get(0)) : connectionTo(target)) {
+      try (Connection c = borrow(() -> target == null ? connection(keys.get(0))
+          : connectionTo(target), borrowUntil)) {
         return exchange.run(c, arguments, asked);
       } catch (JedisRedirectionException e) {
         if (!followsRedirections()) {
-          throw failed(script, keys, e);
+          throw failed(script, keys, e, mayHaveRun);
         }
         last = e;
         if (e instanceof JedisAskDataException && !asked) {
@@ -581,8 +656,11 @@ abstract class RedisTopology implements AutoCloseable {
           if (++unanswered >= attempts) {
             break;
           }
+        } else if (exhausted(e)) {
+          last = e; // no connection came free within the caller's bound: this send never went
+          break;
         } else {
-          throw failed(script, keys, e);
+          throw failed(script, keys, e, mayHaveRun);
         }
       }
       long now = System.nanoTime();
@@ -629,7 +707,19 @@ abstract class RedisTopology implements AutoCloseable {
     }
   }
 
-  private LockException failed(LockScript script, List<String> keys, JedisException e) {
+  /**
+   * A call that ended on an error that is not "no answer". Once an earlier send of the call may
+   * have run, the call stays in doubt whatever the later error (a script error on a re-send, a
+   * pool closed by {@code close()}): a {@link RedisUnavailableException} that may have run, so
+   * that the caller settles it rather than believe it did not run.
+   */
+  private LockException failed(LockScript script, List<String> keys, JedisException e,
+      boolean mayHaveRun) {
+    if (mayHaveRun) {
+      observer.redisError(script.name(), true);
+      return new RedisUnavailableException("Redis did not answer the " + script.name()
+          + " script on key " + keys.get(0) + ", then: " + explain(e.getMessage()), e, true);
+    }
     observer.redisError(script.name(), false);
     return new LockException("Redis " + script.name() + " script failed on key " + keys.get(0)
         + ": " + explain(e.getMessage()), e);
@@ -906,11 +996,13 @@ abstract class RedisTopology implements AutoCloseable {
 
     @Override
     List<NodeStatus> ping() {
-      return List.of(ping("standalone", node, n -> provider.getConnection()));
+      return List.of(ping("standalone", node, n -> borrow(provider::getConnection,
+          System.nanoTime() + timeout.toNanos())));
     }
 
     @Override
     public void close() {
+      closed = true;
       client.close();
     }
   }
@@ -971,11 +1063,13 @@ abstract class RedisTopology implements AutoCloseable {
         return List.of(new NodeStatus("master '" + masterName + "'", "master", false, 0,
             "the sentinels have named no master"));
       }
-      return List.of(ping("master", master, n -> provider.getConnection()));
+      return List.of(ping("master", master, n -> borrow(provider::getConnection,
+          System.nanoTime() + timeout.toNanos())));
     }
 
     @Override
     public void close() {
+      closed = true;
       client.close();
     }
   }
@@ -1080,7 +1174,8 @@ abstract class RedisTopology implements AutoCloseable {
       }
       List<NodeStatus> statuses = new ArrayList<>();
       for (HostAndPort node : primaries) {
-        statuses.add(ping("primary", node, provider::getConnection));
+        statuses.add(ping("primary", node, n -> borrow(() -> provider.getConnection(n),
+            System.nanoTime() + timeout.toNanos())));
       }
       if (unserved > 0) {
         statuses.add(new NodeStatus("cluster slots", "primary", false, 0, unserved
@@ -1124,6 +1219,7 @@ abstract class RedisTopology implements AutoCloseable {
 
     @Override
     public void close() {
+      closed = true;
       client.close();
     }
   }

@@ -2,6 +2,7 @@ package dev.holdfast.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
@@ -89,8 +90,9 @@ class ManyWaitersTest {
 
   /**
    * Every connection acquisitions may use is taken: a timed tryLock counts the wait for one in
-   * its own wait and returns false, queued, never failing; a single try returns false; releases
-   * and renewals use the reserve and go on; lock() waits and gets the lock once one is free.
+   * its own wait and returns false, queued, never failing; a single try returns false; a query
+   * (which takes a permit too) fails after about one timeout; releases and renewals use the
+   * reserve and go on; lock() waits and gets the lock once one is free.
    */
   @Test
   void acquisitionsOutOfConnections_waitWithinTheirWait_releasesAndRenewalsGoOn()
@@ -113,11 +115,16 @@ class ManyWaitersTest {
       assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(300),
           "the wait for a connection counted in the call's own wait");
       assertFalse(free.tryLock(), "a single try without a connection");
-      // Renewals go on (the hold outlives three leases of 1 s) and the release is not queued.
+      // Queries take a permit too (they must not starve renewals): none comes free here.
+      assertThrows(dev.holdfast.LockException.class, held::isLocked);
+      // Renewals go on (the hold outlives three leases of 1 s) and the release is not queued;
+      // checked through another client, whose permits are its own.
       Thread.sleep(3_000);
-      assertTrue(held.isHeldByCurrentThread());
+      DistributedLock seen = clients.create(direct).getLock("held");
+      assertTrue(seen.isLocked());
+      assertEquals(1, engine.activeHolds());
       held.unlock();
-      assertFalse(held.isLocked());
+      assertFalse(seen.isLocked());
 
       AtomicInteger got = new AtomicInteger();
       Thread waiter = TestThreads.platform().newThread(() -> {

@@ -76,14 +76,12 @@ class WaitQueueAttackTest {
    * each broken connection is invalidated and the pool tries to create a replacement for the
    * waiter, which fails (Redis is down); once Redis is back nothing wakes the waiter: it waits
    * for ever unless some other caller of this client happens to borrow (and return) a
-   * connection. Pool of one (so reserve 0): a query holds the connection while Redis is frozen,
-   * lock() waits for it; Redis is killed and restarted.
+   * connection. Pool of one (so reserve 0): a borrower without a permit (as a release or a
+   * renewal) holds the connection while Redis is frozen, lock() waits for it; Redis is killed
+   * and restarted. Fixed: the pool's wait is finite, and RedisTopology.borrow asks again after
+   * each slice within the caller's own bound.
    */
   @Test
-  @Disabled("defect: a pool waiter blocked in commons-pool takeFirst() when Redis dies is never "
-      + "woken after Redis is back (maxWait unbounded; the replacement connection the pool "
-      + "tries to create on invalidate fails during the outage): lock() hangs for ever and, "
-      + "holding the only acquisition permit, blocks every later acquisition of the client")
   void poolWaiter_whenRedisDiesAndComesBack_getsTheLock() throws Exception {
     try (RedisServer server = RedisServer.start()) {
       LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, server.uri()),
@@ -92,9 +90,11 @@ class WaitQueueAttackTest {
       DistributedLock lock = client.getLock("pool-hang");
       assertFalse(lock.isLocked()); // connects
       server.pause();
+      // Holds the only connection without a permit, as a release or renewal does.
+      RedisTopology topology = Clients.engine(client).topology();
       Thread query = start("query", () -> {
-        try {
-          client.getLock("other").isLocked();
+        try (redis.clients.jedis.Connection c = topology.connection("other")) {
+          c.ping();
         } catch (RuntimeException expected) {
           // its connection breaks with the server
         }
@@ -113,7 +113,8 @@ class WaitQueueAttackTest {
           failure.set(e);
         }
       });
-      Await.until(Duration.ofSeconds(20), () -> inFrame(acquirer, "takeFirst"),
+      Await.until(Duration.ofSeconds(20),
+          () -> inFrame(acquirer, "GenericObjectPool.borrowObject"),
           "lock() waits for the pool's only connection");
       server.kill(); // the frozen server dies: the query's connection breaks
       query.join(20_000);
@@ -121,8 +122,8 @@ class WaitQueueAttackTest {
       server.restart();
       acquirer.join(30_000);
       assertTrue(got.get(), "lock() did not get the free lock within 30 s of Redis being back"
-          + " (failure: " + failure.get() + "; still in takeFirst: "
-          + inFrame(acquirer, "takeFirst") + ")");
+          + " (failure: " + failure.get() + "; still in the pool: "
+          + inFrame(acquirer, "GenericObjectPool.borrowObject") + ")");
     }
   }
 
@@ -131,15 +132,12 @@ class WaitQueueAttackTest {
    * budget in {@code GenericObjectPool.create()}, whose wait for another thread's connection
    * being made ({@code makeObjectCount > 0}, pool at max) then returns at once: borrowers spin
    * on the CPU instead of parking for as long as a connection is being made. A frozen server
-   * (accepts, never answers the handshake) makes that last the command timeout: four queries
-   * open the pool's four connections against it, and three lock() calls (the three permits)
-   * find the pool full of connections being made.
+   * (accepts, never answers the handshake) makes that last the command timeout: four borrowers
+   * without a permit (queries take one now) open the pool's four connections against it, and
+   * three lock() calls (the three permits) find the pool full of connections being made.
+   * Fixed by the pool's finite wait (a slice): create() then parks.
    */
   @Test
-  @Disabled("defect: with maxWait -1, GenericObjectPool.create() (commons-pool 2.13.1) busy-"
-      + "spins every borrower while other connections of a full pool are being made (up to the "
-      + "connect/handshake timeout): acquisitions burn CPU (and carrier threads) instead of "
-      + "parking")
   void poolWaiters_whileConnectionsAreBeingMade_parkRatherThanSpin() throws Exception {
     try (RedisServer server = RedisServer.start()) {
       LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, server.uri()),
@@ -147,10 +145,12 @@ class WaitQueueAttackTest {
       assertFalse(client.getLock("warm").isLocked());
       server.pause();
       List<Thread> queries = new ArrayList<>();
+      // Borrow without a permit, as releases and renewals do: the pool is full.
+      RedisTopology topology = Clients.engine(client).topology();
       for (int i = 0; i < 4; i++) {
         queries.add(start("query-" + i, () -> {
-          try {
-            client.getLock("other").isLocked();
+          try (redis.clients.jedis.Connection c = topology.connection("other")) {
+            c.ping();
           } catch (RuntimeException expected) {
             // the frozen server never answers
           }
@@ -426,11 +426,9 @@ class WaitQueueAttackTest {
    * without a permit too and their number has no bound (threads polling {@code isLocked()}).
    * 400 threads poll through a proxy adding 10 ms per reply on a pool of 4: the pool's queue is
    * about a second long, longer than the holder's lease of 1 s, and its renewal waits in it.
+   * Fixed: queries take an acquisition permit, so the reserve stays free for renewals.
    */
   @Test
-  @Disabled("defect: queries (isLocked() …) take pool connections without a permit and without "
-      + "bound, so many polling threads fill the reserve and the pool's queue: a renewal waits "
-      + "behind them longer than the lease and a live holder loses its lock")
   void renewal_behindManyPollingThreads_holdIsKept() throws Exception {
     try (dev.holdfast.testing.FaultProxy proxy =
         new dev.holdfast.testing.FaultProxy(redis.server().port())) {
