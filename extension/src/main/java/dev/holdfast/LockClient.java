@@ -334,6 +334,31 @@ public final class LockClient implements AutoCloseable {
   }
 
   /**
+   * Registers a listener told when a hold of this client is at risk (see {@link LockAtRisk}):
+   * once per episode, before any {@link LockLost} of that hold. Delivered like
+   * {@link #onLockLost}: on the client's event thread, in order with the other reports.
+   *
+   * @param listener called once per episode
+   * @return a registration whose {@link Registration#close()} removes the listener
+   */
+  public Registration onLockAtRisk(Consumer<? super LockAtRisk> listener) {
+    Runnable remove = engine.addLockAtRiskListener(listener);
+    return remove::run;
+  }
+
+  /**
+   * Registers a listener told when an at-risk hold is confirmed again (see
+   * {@link LockRecovered}). Delivered like {@link #onLockLost}.
+   *
+   * @param listener called once per episode that ends without a loss
+   * @return a registration whose {@link Registration#close()} removes the listener
+   */
+  public Registration onLockRecovered(Consumer<? super LockRecovered> listener) {
+    Runnable remove = engine.addLockRecoveredListener(listener);
+    return remove::run;
+  }
+
+  /**
    * {@return this client's identity, the first half of its hash fields
    * {@code <clientId>:<threadId>}}
    */

@@ -249,6 +249,40 @@ public @interface Locked {
   @Nonbinding
   String holdAtLeast() default "";
 
+  /**
+   * What a loss of the lock does while the method still runs: {@link OnLoss#NOTHING} (the
+   * default: the method runs to its end and the release reports the loss),
+   * {@link OnLoss#INTERRUPT} the thread running a blocking method, or {@link OnLoss#CANCEL} the
+   * result of an asynchronous one. Independent of the commit guard, which works in every mode.
+   * {@code INTERRUPT} on an asynchronous method or {@code CANCEL} on a blocking one fails the
+   * deployment, naming the method. Overridable by configuration ({@code on-loss}).
+   *
+   * @return what a loss does to the running call
+   */
+  @Nonbinding
+  OnLoss onLoss() default OnLoss.NOTHING;
+
+  /** What a lost lock does to a {@link Locked} call that is still running. */
+  enum OnLoss {
+    /** Nothing: the call runs to its end; the loss is reported ({@link LockLost}) and the
+     * release throws, as without this member. */
+    NOTHING,
+    /**
+     * Interrupts the thread running the (blocking) method once the loss is noticed: a blocking
+     * call it makes throws {@link InterruptedException} or the like. The interrupt Holdfast set
+     * is cleared before the call returns to its caller, so the thread goes back to its pool
+     * without a pending interrupt.
+     */
+    INTERRUPT,
+    /**
+     * Cancels the result of an asynchronous ({@code CompletionStage}, {@code Uni}) method once
+     * the loss is noticed: the method's own future is cancelled (a {@code Uni}'s subscription
+     * too), and the caller's stage completes with a {@link java.util.concurrent.CancellationException}
+     * whose cause is a {@link LockLostException} naming the lock.
+     */
+    CANCEL
+  }
+
   /** The kinds of lock a {@link Locked} method can hold. */
   enum Mode {
     /** The name's exclusive lock ({@link LockClient#getLock(String)}). */

@@ -63,6 +63,11 @@ public final class LockEngine implements AutoCloseable {
   /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed =
       new ConcurrentHashMap<>();
+  // TODO(issue 17): deliver LockAtRisk / LockRecovered from the watchdog.
+  private final CopyOnWriteArrayList<Consumer<? super dev.holdfast.LockAtRisk>> atRiskListeners =
+      new CopyOnWriteArrayList<>();
+  private final CopyOnWriteArrayList<Consumer<? super dev.holdfast.LockRecovered>>
+      recoveredListeners = new CopyOnWriteArrayList<>();
   private final CopyOnWriteArrayList<Consumer<? super LockLost>> lostListeners =
       new CopyOnWriteArrayList<>();
   private final ScheduledThreadPoolExecutor scheduler;
@@ -234,6 +239,21 @@ public final class LockEngine implements AutoCloseable {
   }
 
   /** Registers a listener; the returned action removes it. */
+  /** Adds an at-risk listener (see {@code LockClient#onLockAtRisk}); returns its removal. */
+  public Runnable addLockAtRiskListener(Consumer<? super dev.holdfast.LockAtRisk> listener) {
+    Objects.requireNonNull(listener, "listener");
+    atRiskListeners.add(listener);
+    return () -> atRiskListeners.remove(listener);
+  }
+
+  /** Adds a recovery listener (see {@code LockClient#onLockRecovered}); returns its removal. */
+  public Runnable addLockRecoveredListener(
+      Consumer<? super dev.holdfast.LockRecovered> listener) {
+    Objects.requireNonNull(listener, "listener");
+    recoveredListeners.add(listener);
+    return () -> recoveredListeners.remove(listener);
+  }
+
   public Runnable addLockLostListener(Consumer<? super LockLost> listener) {
     Objects.requireNonNull(listener, "listener");
     lostListeners.add(listener);

@@ -1,0 +1,96 @@
+package dev.holdfast;
+
+import jakarta.transaction.TransactionSynchronizationRegistry;
+
+/**
+ * Ties a lock to a JTA transaction: the transaction does not commit if the lock was lost before
+ * it. {@code @Locked} methods get this on their own whenever their work runs in a transaction;
+ * this class is for locks taken in code.
+ *
+ * <pre>{@code
+ * try (LockHold hold = lock.acquire(Duration.ofSeconds(5), null)) {
+ *   userTransaction.begin();
+ *   CommitGuard.register(hold, CommitGuard.Check.LOCAL);
+ *   ledger.post(entry);
+ *   userTransaction.commit();   // RollbackException naming the lock if it was lost meanwhile
+ * }
+ * }</pre>
+ *
+ * <p>A registration adds an interposed {@link jakarta.transaction.Synchronization} to the
+ * transaction active on the calling thread. In its {@code beforeCompletion}, after every
+ * resource's work is done and before the transaction manager prepares them, the hold is checked
+ * ({@link Check}); if it is no longer held the transaction is marked rollback-only and the commit
+ * fails with the transaction manager's {@code RollbackException}, whose cause chain holds a
+ * {@link LockLostException} naming the lock and why it was lost. A transaction that is rolled
+ * back anyway is not checked.
+ *
+ * <p>What it does not cover: a pause between the check and the resources' commit (a long GC, a
+ * slow two-phase commit) during which the lease runs out; only a resource that checks
+ * {@linkplain FencedLock fencing tokens} closes that window.
+ *
+ * <p>Thread-safety: the methods may be called from any thread that has a transaction; the
+ * check runs on the thread that completes the transaction.
+ */
+public final class CommitGuard {
+  /** How the hold is checked before the commit. */
+  public enum Check {
+    /**
+     * Without I/O: the hold must not have been reported lost and must be within its local
+     * deadline (the time its last confirmed lease is trusted for). A loss in Redis that no
+     * renewal has noticed yet (another client's {@code forceUnlock} a moment ago) passes.
+     */
+    LOCAL,
+    /**
+     * {@link #LOCAL}, then one round trip that confirms the holder's entry in Redis, answered
+     * within the local deadline; a hold found gone is reported lost ({@link LockLost}).
+     */
+    REDIS
+  }
+
+  private CommitGuard() {
+  }
+
+  /**
+   * Guards the transaction active on this thread with {@code hold}. The transaction
+   * synchronization registry is looked up through CDI ({@code CDI.current()}), then JNDI
+   * ({@code java:comp/TransactionSynchronizationRegistry}).
+   *
+   * @throws IllegalStateException if no transaction is active on this thread, or no registry
+   *     can be found
+   * @throws LockLostException if {@code hold} is already lost or released; the transaction is
+   *     then marked rollback-only
+   */
+  public static void register(LockHold hold, Check check) {
+    throw new UnsupportedOperationException("not yet");
+  }
+
+  /**
+   * Guards the transaction active on this thread with this thread's hold of {@code lock} (any
+   * kind, composites included), looking up the registry as {@link #register(LockHold, Check)}.
+   *
+   * @throws IllegalStateException if no transaction is active, or no registry can be found
+   * @throws LockLostException if this thread does not hold {@code lock}; the transaction is then
+   *     marked rollback-only
+   */
+  public static void register(DistributedLock lock, Check check) {
+    throw new UnsupportedOperationException("not yet");
+  }
+
+  /**
+   * {@link #register(LockHold, Check)} with the given registry: for plain Java with a
+   * standalone transaction manager.
+   */
+  public static void register(TransactionSynchronizationRegistry registry, LockHold hold,
+      Check check) {
+    throw new UnsupportedOperationException("not yet");
+  }
+
+  /**
+   * {@link #register(DistributedLock, Check)} with the given registry: for plain Java with a
+   * standalone transaction manager.
+   */
+  public static void register(TransactionSynchronizationRegistry registry, DistributedLock lock,
+      Check check) {
+    throw new UnsupportedOperationException("not yet");
+  }
+}
