@@ -351,6 +351,38 @@ class CommitGuardTest {
     }
   }
 
+  @Test
+  void programmatic_readLockAndFairLock_verifiedInRedis() throws Exception {
+    TransactionManager tm = com.arjuna.ats.jta.TransactionManager.transactionManager();
+    TransactionSynchronizationRegistry registry =
+        new com.arjuna.ats.internal.jta.transaction.arjunacore
+            .TransactionSynchronizationRegistryImple();
+    try (LockClient client = LockClient.create(Map.of("holdfast.redis.address",
+        redis.server().uri(), "holdfast.watchdog-timeout", "30s"))) {
+      for (DistributedLock lock : List.of(client.getReadWriteLock("catalog").readLock(),
+          client.getFairLock("queue"))) {
+        OUTCOMES.clear();
+        lock.lock();
+        try {
+          tm.begin();
+          recordOutcome(registry);
+          CommitGuard.register(registry, lock, CommitGuard.Check.REDIS);
+          tm.commit(); // held: the check finds the reader's (or fair holder's) entry
+          tm.begin();
+          recordOutcome(registry);
+          CommitGuard.register(registry, lock, CommitGuard.Check.REDIS);
+          forceUnlockElsewhere(lock.getName());
+          RollbackException thrown = assertThrows(RollbackException.class, tm::commit);
+          assertNotNull(lockLost(thrown), chain(thrown));
+          assertEquals(List.of(Status.STATUS_COMMITTED, Status.STATUS_ROLLEDBACK), OUTCOMES,
+              lock.getName());
+        } finally {
+          assertThrows(IllegalMonitorStateException.class, lock::unlock);
+        }
+      }
+    }
+  }
+
   static void sleep(long millis) {
     try {
       Thread.sleep(millis);
