@@ -267,7 +267,7 @@ class DeploymentValidationTest {
   @Test
   void foreignKeyUnderHoldfast_deploysWithOneWarningNamingIt() {
     // As a build passing -Dholdfast.version=... (Maven's usual name for a dependency's version).
-    System.setProperty("holdfast.version", "0.1.0-SNAPSHOT");
+    System.setProperty("holdfast.version", "0.2.0-SNAPSHOT");
     try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
       config.close();
       config = TestConfig.of(NO_REDIS);
