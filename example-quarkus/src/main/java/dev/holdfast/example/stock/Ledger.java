@@ -1,0 +1,152 @@
+package dev.holdfast.example.stock;
+
+import dev.holdfast.Locked;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+import jakarta.transaction.Status;
+import jakarta.transaction.Synchronization;
+import jakarta.transaction.TransactionSynchronizationRegistry;
+import jakarta.transaction.Transactional;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Accounts whose entries are posted in JTA transactions under the account's lock: the commit
+ * guard's demo. An entry reaches the ledger only when its transaction commits (a
+ * {@link Synchronization} applies it in {@code afterCompletion(STATUS_COMMITTED)}), so a
+ * transaction rolled back because the lock was lost leaves no trace but the rollback count.
+ *
+ * <p>A posting can hold still between recording its entry and committing: for up to
+ * {@code holdMillis}, or until {@link #endHold} — a window in which a test takes the lock away.
+ *
+ * <p>Thread-safe; the committed ledger lives in this process (a database would take part in the
+ * transaction the same way, as an XA or last resource).
+ */
+@ApplicationScoped
+public class Ledger {
+  /** The longest {@code holdMillis} a posting accepts. */
+  static final long MAX_HOLD_MILLIS = 30_000;
+
+  private static final AtomicLong IDS = new AtomicLong();
+
+  private final Map<String, Account> accounts = new ConcurrentHashMap<>();
+  private final Map<String, CountDownLatch> holds = new ConcurrentHashMap<>();
+
+  @Inject
+  TransactionSynchronizationRegistry transactions;
+
+  /**
+   * Posts {@code amount} to {@code account} under its lock, in a transaction begun inside the
+   * lock ({@code @Locked} runs outside {@code @Transactional}). The lock is kept alive by the
+   * watchdog; before the commit Holdfast checks locally that no renewal found it lost.
+   *
+   * @return the entry, committed once this method has returned
+   * @throws jakarta.transaction.TransactionalException or the transaction manager's rollback
+   *     exception, whose cause chain holds a {@link dev.holdfast.LockLostException}, if the lock
+   *     was lost before the commit
+   */
+  @Locked("ledger:{account}")
+  @Transactional
+  public Entry post(String account, long amount, long holdMillis) {
+    return record(account, amount, holdMillis);
+  }
+
+  /**
+   * {@link #post} with a fixed 30 s lease and {@code verify-before-commit=redis} (configured for
+   * this method in {@code application.properties}): no renewal runs, so a lock taken away
+   * meanwhile is found only by the round trip to Redis just before the commit.
+   */
+  @Locked(value = "ledger:{account}", leaseTime = "30s")
+  @Transactional
+  public Entry postVerified(String account, long amount, long holdMillis) {
+    return record(account, amount, holdMillis);
+  }
+
+  /** Ends the hold of the posting to {@code account} now or the next one to hold. */
+  public void endHold(String account) {
+    holds.computeIfAbsent(account, a -> new CountDownLatch(1)).countDown();
+  }
+
+  /** {@return what was committed to {@code account}, and how many postings rolled back} */
+  public Statement statement(String account) {
+    Account a = accounts.get(account);
+    return a == null ? new Statement(account, 0, List.of(), 0)
+        : new Statement(account, a.balance(), List.copyOf(a.entries), a.rolledBack.get());
+  }
+
+  private Entry record(String account, long amount, long holdMillis) {
+    Entry entry = new Entry(IDS.incrementAndGet(), amount);
+    transactions.registerInterposedSynchronization(new ApplyOnCommit(account, entry));
+    hold(account, holdMillis);
+    return entry;
+  }
+
+  private void hold(String account, long holdMillis) {
+    if (holdMillis <= 0) {
+      return;
+    }
+    CountDownLatch hold = holds.computeIfAbsent(account, a -> new CountDownLatch(1));
+    try {
+      hold.await(holdMillis, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("Interrupted while holding a posting to " + account, e);
+    } finally {
+      holds.remove(account, hold);
+    }
+  }
+
+  private Account account(String name) {
+    return accounts.computeIfAbsent(name, n -> new Account());
+  }
+
+  /** An entry: its id and amount. */
+  public record Entry(long id, long amount) {
+  }
+
+  /**
+   * An account's committed entries, oldest first, and the number of its postings whose
+   * transaction rolled back.
+   */
+  public record Statement(String account, long balance, List<Entry> entries, long rolledBack) {
+  }
+
+  private static final class Account {
+    final List<Entry> entries = new CopyOnWriteArrayList<>();
+    final AtomicLong rolledBack = new AtomicLong();
+
+    long balance() {
+      return entries.stream().mapToLong(Entry::amount).sum();
+    }
+  }
+
+  /** Applies the entry when, and only if, its transaction commits. */
+  private final class ApplyOnCommit implements Synchronization {
+    private final String account;
+    private final Entry entry;
+
+    ApplyOnCommit(String account, Entry entry) {
+      this.account = account;
+      this.entry = entry;
+    }
+
+    @Override
+    public void beforeCompletion() {
+      // Nothing to flush: the entry is applied after the outcome is known.
+    }
+
+    @Override
+    public void afterCompletion(int status) {
+      if (status == Status.STATUS_COMMITTED) {
+        account(account).entries.add(entry);
+      } else {
+        account(account).rolledBack.incrementAndGet();
+      }
+    }
+  }
+}
