@@ -1,6 +1,9 @@
 package dev.holdfast;
 
+import dev.holdfast.cdi.TransactionGuard;
+import dev.holdfast.engine.HoldCheck;
 import jakarta.transaction.TransactionSynchronizationRegistry;
+import java.util.Objects;
 
 /**
  * Ties a lock to a JTA transaction: the transaction does not commit if the lock was lost before
@@ -63,7 +66,7 @@ public final class CommitGuard {
    *     then marked rollback-only
    */
   public static void register(LockHold hold, Check check) {
-    throw new UnsupportedOperationException("not yet");
+    register(TransactionGuard.lookupRegistry(), hold, check);
   }
 
   /**
@@ -77,7 +80,7 @@ public final class CommitGuard {
    *     marked rollback-only
    */
   public static void register(DistributedLock lock, Check check) {
-    throw new UnsupportedOperationException("not yet");
+    register(TransactionGuard.lookupRegistry(), lock, check);
   }
 
   /**
@@ -92,7 +95,8 @@ public final class CommitGuard {
    */
   public static void register(TransactionSynchronizationRegistry registry, LockHold hold,
       Check check) {
-    throw new UnsupportedOperationException("not yet");
+    Objects.requireNonNull(hold, "hold");
+    TransactionGuard.register(registry, HoldCheck.of(hold), redis(check));
   }
 
   /**
@@ -107,6 +111,11 @@ public final class CommitGuard {
    */
   public static void register(TransactionSynchronizationRegistry registry, DistributedLock lock,
       Check check) {
-    throw new UnsupportedOperationException("not yet");
+    Objects.requireNonNull(lock, "lock");
+    TransactionGuard.register(registry, HoldCheck.ofThread(lock), redis(check));
+  }
+
+  private static boolean redis(Check check) {
+    return Objects.requireNonNull(check, "check") == Check.REDIS;
   }
 }

@@ -78,6 +78,8 @@ public class LockedInterceptor {
     }
     long started = System.nanoTime();
     Throwable failure = null;
+    // Seen by the commit guard of transactions that begin inside this call.
+    LockedCalls.Running running = LockedCalls.enter(lock, operation);
     try {
       return operation.fenced()
           ? FencingToken.callWith(LockedOperation.token(lock), ctx::proceed)
@@ -86,6 +88,7 @@ public class LockedInterceptor {
       failure = t;
       throw t;
     } finally {
+      LockedCalls.exit(running);
       try {
         operation.release(client, lock, started);
       } catch (RuntimeException e) {

@@ -1601,6 +1601,56 @@ final class RedisLock implements FencedLock {
     return hold.active() ? null : new IllegalMonitorStateException(lostMessage(hold));
   }
 
+  /** {@return the registry's record of the thread's (or owner's) hold of this lock, or null} */
+  Hold holdOf(long threadId) {
+    return engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+  }
+
+  /**
+   * The commit guard's check of {@code hold} ({@link HoldCheck}): believed (not lost, not
+   * released, within its local deadline; no I/O), then, with {@code inRedis}, its field
+   * confirmed in Redis by an answer that came within the local deadline. A field Redis no
+   * longer has is a loss, reported as a renewal would report it. Any thread.
+   *
+   * @return null if the hold passed, else why not
+   */
+  String commitCheck(Hold hold, boolean inRedis) {
+    String reason = notLive(hold);
+    if (reason != null || !inRedis) {
+      return reason;
+    }
+    boolean present;
+    try {
+      present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
+          hold.field));
+    } catch (RuntimeException e) {
+      engine.observer().redisError("query",
+          e instanceof redis.clients.jedis.exceptions.JedisConnectionException);
+      return "its hold could not be confirmed in Redis: " + e.getMessage();
+    }
+    if (present) {
+      return notLive(hold); // an answer after the local deadline confirms nothing
+    }
+    if (hold.count() == 0 || holdOf(hold.threadId) != hold) {
+      return notLive(hold); // released meanwhile (by an owner object's other thread)
+    }
+    engine.lose(hold, LossCause.GONE, "the check before a commit found the lock no longer "
+        + "held in Redis: it expired, was force-unlocked, or was lost in a Redis restart or "
+        + "failover");
+    return hold.active() ? null : hold.lostReason();
+  }
+
+  /** Null if {@code hold} is live ({@link LockEngine#live}), else why not. */
+  private String notLive(Hold hold) {
+    if (hold == null) {
+      return "it was not held";
+    }
+    if (engine.live(hold) && holdOf(hold.threadId) == hold) {
+      return null;
+    }
+    return hold.active() ? "it was released" : hold.lostReason();
+  }
+
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();
