@@ -1,8 +1,11 @@
 package dev.holdfast.example.stock;
 
+import dev.holdfast.CommitGuard;
+import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.annotation.Resource;
+import jakarta.inject.Inject;
 import jakarta.transaction.HeuristicMixedException;
 import jakarta.transaction.HeuristicRollbackException;
 import jakarta.transaction.NotSupportedException;
@@ -49,6 +52,9 @@ public class Ledger {
   @Resource
   UserTransaction userTransaction;
 
+  @Inject
+  LockClient locks;
+
   /**
    * Posts {@code amount} to {@code account} under its lock, in a transaction begun inside the
    * lock ({@code @Locked} runs outside {@code @Transactional}). The lock is kept alive by the
@@ -78,7 +84,11 @@ public class Ledger {
 
   /**
    * {@link #post} in a transaction this method begins and commits itself
-   * ({@link UserTransaction}), inside the lock: Holdfast guards it all the same.
+   * ({@link UserTransaction}), inside the lock. WildFly's {@code UserTransaction} does not
+   * announce the transaction to CDI ({@code @Initialized(TransactionScoped.class)}), so
+   * {@code @Locked} cannot see it begin: the method registers the lock with it
+   * ({@link CommitGuard}), which then guards its commit as {@code @Locked} guards a
+   * {@code @Transactional} one.
    *
    * @throws LedgerTransactionException if the transaction could not begin or commit; if it was
    *     rolled back because the lock was lost, its cause chain holds a
@@ -93,6 +103,7 @@ public class Ledger {
     }
     Entry entry;
     try {
+      CommitGuard.register(locks.getLock("ledger:" + account), CommitGuard.Check.LOCAL);
       entry = record(account, amount, holdMillis);
     } catch (RuntimeException | Error e) {
       rollback(account, e);
