@@ -80,6 +80,8 @@ public class LockedInterceptor {
     Throwable failure = null;
     // Seen by the commit guard of transactions that begin inside this call.
     LockedCalls.Running running = LockedCalls.enter(lock, operation);
+    LossActions.Watch interruption = operation.onLoss() == Locked.OnLoss.INTERRUPT
+        ? new LossActions.Interruption(LossActions.of(client), lock.getName()) : null;
     try {
       return operation.fenced()
           ? FencingToken.callWith(LockedOperation.token(lock), ctx::proceed)
@@ -88,6 +90,9 @@ public class LockedInterceptor {
       failure = t;
       throw t;
     } finally {
+      if (interruption != null) {
+        interruption.close(); // the thread leaves without the interrupt Holdfast set
+      }
       LockedCalls.exit(running);
       try {
         operation.release(client, lock, started);

@@ -90,10 +90,13 @@ class CommitGuardTest {
     });
   }
 
+  private static void forceUnlockElsewhere(String name) {
+    forceUnlockElsewhere(redis.server().uri(), name);
+  }
+
   /** Another process takes the lock away: force-unlocks it through a client of its own. */
-  static void forceUnlockElsewhere(String name) {
-    try (LockClient other = LockClient.create(Map.of("holdfast.redis.address",
-        redis.server().uri()))) {
+  static void forceUnlockElsewhere(String redisUri, String name) {
+    try (LockClient other = LockClient.create(Map.of("holdfast.redis.address", redisUri))) {
       assertTrue(other.getLock(name).forceUnlock(), "the lock was there to force-unlock");
     }
   }
