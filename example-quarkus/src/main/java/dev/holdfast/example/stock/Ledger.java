@@ -3,10 +3,16 @@ package dev.holdfast.example.stock;
 import dev.holdfast.Locked;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
+import jakarta.transaction.HeuristicMixedException;
+import jakarta.transaction.HeuristicRollbackException;
+import jakarta.transaction.NotSupportedException;
+import jakarta.transaction.RollbackException;
 import jakarta.transaction.Status;
 import jakarta.transaction.Synchronization;
+import jakarta.transaction.SystemException;
 import jakarta.transaction.TransactionSynchronizationRegistry;
 import jakarta.transaction.Transactional;
+import jakarta.transaction.UserTransaction;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -40,6 +46,9 @@ public class Ledger {
   @Inject
   TransactionSynchronizationRegistry transactions;
 
+  @Inject
+  UserTransaction userTransaction;
+
   /**
    * Posts {@code amount} to {@code account} under its lock, in a transaction begun inside the
    * lock ({@code @Locked} runs outside {@code @Transactional}). The lock is kept alive by the
@@ -67,6 +76,39 @@ public class Ledger {
     return record(account, amount, holdMillis);
   }
 
+  /**
+   * {@link #post} in a transaction this method begins and commits itself
+   * ({@link UserTransaction}), inside the lock. Quarkus announces the transaction to CDI
+   * ({@code @Initialized(TransactionScoped.class)}), so {@code @Locked} guards its commit as it
+   * guards a {@code @Transactional} one, with nothing to add here.
+   *
+   * @throws LedgerTransactionException if the transaction could not begin or commit; if it was
+   *     rolled back because the lock was lost, its cause chain holds a
+   *     {@link dev.holdfast.LockLostException}
+   */
+  @Locked("ledger:{account}")
+  public Entry postInOwnTransaction(String account, long amount, long holdMillis) {
+    try {
+      userTransaction.begin();
+    } catch (NotSupportedException | SystemException e) {
+      throw new LedgerTransactionException("Cannot begin a transaction for " + account, e);
+    }
+    Entry entry;
+    try {
+      entry = record(account, amount, holdMillis);
+    } catch (RuntimeException | Error e) {
+      rollback(account, e);
+      throw e;
+    }
+    try {
+      userTransaction.commit();
+    } catch (RollbackException | HeuristicMixedException | HeuristicRollbackException
+        | SystemException e) {
+      throw new LedgerTransactionException("The posting to " + account + " did not commit", e);
+    }
+    return entry;
+  }
+
   /** Ends the hold of the posting to {@code account} now or the next one to hold. */
   public void endHold(String account) {
     holds.computeIfAbsent(account, a -> new CountDownLatch(1)).countDown();
@@ -86,6 +128,15 @@ public class Ledger {
     return entry;
   }
 
+  private void rollback(String account, Throwable failure) {
+    try {
+      userTransaction.rollback();
+    } catch (SystemException | RuntimeException e) {
+      failure.addSuppressed(new LedgerTransactionException(
+          "Cannot roll back the posting to " + account, e));
+    }
+  }
+
   private void hold(String account, long holdMillis) {
     if (holdMillis <= 0) {
       return;
@@ -103,6 +154,15 @@ public class Ledger {
 
   private Account account(String name) {
     return accounts.computeIfAbsent(name, n -> new Account());
+  }
+
+  /** A transaction of {@link #postInOwnTransaction} that did not begin or commit. */
+  public static final class LedgerTransactionException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    LedgerTransactionException(String message, Throwable cause) {
+      super(message, cause);
+    }
   }
 
   /** An entry: its id and amount. */

@@ -22,6 +22,8 @@ import java.util.List;
  *                                        409 {"account":"acc-1","lock":"ledger:acc-1","error":…}:
  *                                        the lock was lost, the transaction rolled back
  * POST /ledger/acc-1/verified?amount=5   the same, the lock confirmed in Redis before the commit
+ * POST /ledger/acc-1/own-transaction?amount=5   the same as the first, in a transaction the
+ *                                        locked method begins and commits itself
  * POST /ledger/acc-1/end-hold            ends the wait of the posting holding still in acc-1
  * GET  /ledger/acc-1                     {"account":"acc-1","balance":5,"entries":[…],"rolledBack":0}
  * GET  /ledger/lost-locks                [{"lockName":"ledger:acc-1","reason":…,…}]: LockLost events
@@ -57,6 +59,16 @@ public class LedgerResource {
     Response invalid = invalidHold(holdMs);
     return invalid != null ? invalid
         : committedOrLost(account, () -> ledger.postVerified(account, amount, holdMs));
+  }
+
+  /** {@link #post} in a transaction the locked method begins itself. */
+  @POST
+  @Path("/{account}/own-transaction")
+  public Response postInOwnTransaction(@PathParam("account") String account,
+      @QueryParam("amount") long amount, @QueryParam("holdMs") long holdMs) {
+    Response invalid = invalidHold(holdMs);
+    return invalid != null ? invalid
+        : committedOrLost(account, () -> ledger.postInOwnTransaction(account, amount, holdMs));
   }
 
   @POST

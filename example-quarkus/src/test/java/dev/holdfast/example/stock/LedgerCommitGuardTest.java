@@ -26,14 +26,17 @@ import org.eclipse.microprofile.config.inject.ConfigProperty;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.Jedis;
 
 /**
  * The commit guard on Quarkus's Narayana: a {@code @Locked @Transactional} posting
  * ({@link Ledger}) whose lock another client takes away ({@code forceUnlock}) while it runs is
- * rolled back, and its caller is told which lock was lost and why. The test profile's watchdog
- * lease is 2 s (renewed every ~670 ms).
+ * rolled back, and its caller is told which lock was lost and why — whether the transaction was
+ * begun by {@code @Transactional} or by the method itself. The test profile's watchdog lease is
+ * 2 s (renewed every ~670 ms).
  */
 @QuarkusTest
 @WithTestResource(RedisTestResource.class)
@@ -54,21 +57,26 @@ class LedgerCommitGuardTest {
 
   @Test
   void post_withItsLockUntouched_commits() {
-    post("", 0).then().statusCode(200).body("entry.amount", equalTo(5));
-    post("/verified", 0).then().statusCode(200).body("entry.amount", equalTo(5));
+    for (String variant : List.of("", "/verified", "/own-transaction")) {
+      post(variant, 0).then().statusCode(200).body("entry.amount", equalTo(5));
+    }
 
     given().get("/ledger/{account}", account).then().statusCode(200)
-        .body("balance", equalTo(10)).body("entries.size()", equalTo(2))
+        .body("balance", equalTo(15)).body("entries.size()", equalTo(3))
         .body("rolledBack", equalTo(0));
     try (Jedis redis = redis()) {
       assertFalse(redis.exists(lockName()), "released once the call returned");
     }
   }
 
-  @Test
-  void post_whoseLockIsTakenAwayAndNoticedByARenewal_rollsBack_andSaysWhy() throws Exception {
+  @ParameterizedTest(name = "POST /ledger/…{0}")
+  @ValueSource(strings = {"", "/own-transaction"})
+  void post_whoseLockIsTakenAwayAndNoticedByARenewal_rollsBack_andSaysWhy(String variant)
+      throws Exception {
+    account += variant.replace('/', '-');
     try (LockClient otherClient = otherClient(); Jedis redis = redis()) {
-      CompletableFuture<Response> call = CompletableFuture.supplyAsync(() -> post("", HOLD_MS));
+      CompletableFuture<Response> call =
+          CompletableFuture.supplyAsync(() -> post(variant, HOLD_MS));
       Await.until(TIMEOUT, () -> redis.exists(lockName()), "the posting holds " + lockName());
 
       assertTrue(otherClient.getLock(lockName()).forceUnlock(), "taken away");
