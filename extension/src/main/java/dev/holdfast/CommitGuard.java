@@ -27,8 +27,17 @@ import java.util.Objects;
  * {@link LockLostException} naming the lock and why it was lost. A transaction that is rolled
  * back anyway is not checked.
  *
- * <p>What it does not cover: a pause between the check and the resources' commit (a long GC, a
- * slow two-phase commit) during which the lease runs out; only a resource that checks
+ * <p>Several registrations with one transaction share one synchronization, which checks every
+ * hold in the order registered and fails at the first that is not held. A hold of a
+ * {@link DistributedLock} is the registering thread's hold at the time of the registration: a
+ * hold released and taken again later is another hold, and fails the check. A multi-lock needs
+ * every member held, a RedLock a majority (as its own {@code isHeldByThread} counts).
+ * {@code @Locked} methods are registered on their own (see {@link Locked}); registering their
+ * lock again is harmless.
+ *
+ * <p>What it does not cover: a loss in Redis that {@link Check#LOCAL} cannot know of yet (use
+ * {@link Check#REDIS}); a pause between the check and the resources' commit (a long GC, a slow
+ * two-phase commit) during which the lease runs out; only a resource that checks
  * {@linkplain FencedLock fencing tokens} closes that window.
  *
  * <p>Thread-safety: the methods may be called from any thread that has a transaction; the
@@ -45,7 +54,10 @@ public final class CommitGuard {
     LOCAL,
     /**
      * {@link #LOCAL}, then one round trip that confirms the holder's entry in Redis, answered
-     * within the local deadline; a hold found gone is reported lost ({@link LockLost}).
+     * within the local deadline; a hold found gone is reported lost ({@link LockLost}, once).
+     * Blocks the committing thread for that round trip (at most the client's
+     * {@code holdfast.redis.timeout}); a Redis that does not answer confirms nothing, so the
+     * transaction rolls back (the hold itself is not declared lost for that).
      */
     REDIS
   }

@@ -14,9 +14,10 @@ import jakarta.transaction.TransactionSynchronizationRegistry;
  * {@code @Initialized(TransactionScoped.class)} when a transaction begins through it — at
  * {@code @Transactional} methods (on the same method as {@code @Locked}, whose lock is taken
  * first, or called from it) and at {@code begin()} of the container's {@code TransactionManager}
- * bean (Narayana's CDI integration in Weld and WildFly, and Quarkus, whose {@code UserTransaction}
- * fires it too). A transaction begun where the event is not fired is guarded only through
- * {@link dev.holdfast.CommitGuard}.
+ * bean (Narayana's CDI integration in Weld and WildFly: its {@code NarayanaTransactionManager}
+ * fires it, which its {@code @Transactional} interceptors use; Quarkus, whose
+ * {@code UserTransaction} fires it too). A transaction begun where the event is not fired is
+ * guarded only through {@link dev.holdfast.CommitGuard}.
  *
  * <p>Registered by both extensions only when the JTA API is on the class path. Public for
  * container-generated code; not API.

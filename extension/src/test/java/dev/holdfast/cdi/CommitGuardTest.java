@@ -207,6 +207,16 @@ class CommitGuardTest {
   }
 
   @Test
+  void nestedLockedCalls_aLostOuterLock_rollsBackTheInnerTransaction() throws Exception {
+    try (TestConfig c = config("600ms"); WeldContainer cdi = start()) {
+      LockClient client = cdi.select(LockClient.class).get();
+      Exception thrown = assertThrows(Exception.class, () -> cdi.select(Journal.class).get()
+          .aroundLedger(() -> loseAndNotice(client, "journal-outer")));
+      assertRolledBackNaming(thrown, "journal-outer");
+    }
+  }
+
+  @Test
   void transactionBegunInsideLocked_throughTheContainersTransactionManager_isGuarded()
       throws Exception {
     try (TestConfig c = config("600ms"); WeldContainer cdi = start()) {
@@ -299,6 +309,33 @@ class CommitGuardTest {
     }
   }
 
+  @Test
+  void programmatic_multiLock_needsEveryMember() throws Exception {
+    TransactionManager tm = com.arjuna.ats.jta.TransactionManager.transactionManager();
+    TransactionSynchronizationRegistry registry =
+        new com.arjuna.ats.internal.jta.transaction.arjunacore
+            .TransactionSynchronizationRegistryImple();
+    try (LockClient client = LockClient.create(Map.of("holdfast.redis.address",
+        redis.server().uri(), "holdfast.watchdog-timeout", "30s"))) {
+      DistributedLock both = client.getMultiLock(client.getLock("left"), client.getLock("right"));
+      both.lock();
+      try {
+        tm.begin();
+        recordOutcome(registry);
+        CommitGuard.register(registry, both, CommitGuard.Check.REDIS);
+        forceUnlockElsewhere("right");
+        RollbackException thrown = assertThrows(RollbackException.class, tm::commit);
+        LockLostException lost = lockLost(thrown);
+        assertNotNull(lost, chain(thrown));
+        assertEquals(both.getName(), lost.lockName());
+        assertTrue(lost.getMessage().contains("'right'"), lost.getMessage());
+        assertEquals(List.of(Status.STATUS_ROLLEDBACK), OUTCOMES);
+      } finally {
+        assertThrows(IllegalMonitorStateException.class, both::unlock);
+      }
+    }
+  }
+
   static void sleep(long millis) {
     try {
       Thread.sleep(millis);
@@ -338,6 +375,13 @@ class CommitGuardTest {
     LockClient client;
     @Inject
     Journal self;
+    @Inject
+    Ledger ledger;
+
+    @Locked("journal-outer")
+    public void aroundLedger(Runnable work) {
+      ledger.post(work);
+    }
 
     @Locked("journal")
     public void record(Runnable work) {
