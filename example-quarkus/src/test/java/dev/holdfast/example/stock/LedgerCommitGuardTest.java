@@ -150,6 +150,14 @@ class LedgerCommitGuardTest {
     }
   }
 
+  @Test
+  void post_withAHoldOutOfRange_isRejected() {
+    post("", -1).then().statusCode(400);
+    post("/verified", Ledger.MAX_HOLD_MILLIS + 1).then().statusCode(400);
+    given().get("/ledger/{account}", account).then()
+        .body("entries", empty()).body("rolledBack", equalTo(0));
+  }
+
   private Response post(String variant, long holdMs) {
     return given().post("/ledger/{account}" + variant + "?amount=5&holdMs={holdMs}", account,
         holdMs);

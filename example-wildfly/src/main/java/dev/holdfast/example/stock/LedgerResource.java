@@ -48,9 +48,7 @@ public class LedgerResource {
   @Path("/{account}")
   public Response post(@PathParam("account") String account, @QueryParam("amount") long amount,
       @QueryParam("holdMs") long holdMs) {
-    Response invalid = invalidHold(holdMs);
-    return invalid != null ? invalid
-        : committedOrLost(account, () -> ledger.post(account, amount, holdMs));
+    return answer(ledger::post, account, amount, holdMs);
   }
 
   /** {@link #post} with the lock confirmed in Redis before the commit. */
@@ -58,9 +56,7 @@ public class LedgerResource {
   @Path("/{account}/verified")
   public Response postVerified(@PathParam("account") String account,
       @QueryParam("amount") long amount, @QueryParam("holdMs") long holdMs) {
-    Response invalid = invalidHold(holdMs);
-    return invalid != null ? invalid
-        : committedOrLost(account, () -> ledger.postVerified(account, amount, holdMs));
+    return answer(ledger::postVerified, account, amount, holdMs);
   }
 
   /** {@link #post} in a transaction the locked method begins itself. */
@@ -68,9 +64,7 @@ public class LedgerResource {
   @Path("/{account}/own-transaction")
   public Response postInOwnTransaction(@PathParam("account") String account,
       @QueryParam("amount") long amount, @QueryParam("holdMs") long holdMs) {
-    Response invalid = invalidHold(holdMs);
-    return invalid != null ? invalid
-        : committedOrLost(account, () -> ledger.postInOwnTransaction(account, amount, holdMs));
+    return answer(ledger::postInOwnTransaction, account, amount, holdMs);
   }
 
   @POST
@@ -92,14 +86,19 @@ public class LedgerResource {
   }
 
   /**
-   * The posting's answer: its entry, or 409 if its transaction was rolled back because the lock
-   * was lost. The transaction manager's exception (a {@code RollbackException}, wrapped or not by
-   * the {@code @Transactional} interceptor) carries Holdfast's {@link LockLostException} in its
-   * cause chain; any other failure is not this endpoint's to answer.
+   * The posting's answer: 400 for a bad {@code holdMs}; 200 with its entry; or 409 if its
+   * transaction was rolled back because the lock was lost. The transaction manager's exception
+   * (a {@code RollbackException}, wrapped or not by the {@code @Transactional} interceptor)
+   * carries Holdfast's {@link LockLostException} in its cause chain; any other failure is not
+   * this endpoint's to answer.
    */
-  private static Response committedOrLost(String account, Posting posting) {
+  private static Response answer(Posting posting, String account, long amount, long holdMs) {
+    if (holdMs < 0 || holdMs > Ledger.MAX_HOLD_MILLIS) {
+      return Response.status(Response.Status.BAD_REQUEST).entity(new StockResource.Error(
+          "Expected ?holdMs=<0 to " + Ledger.MAX_HOLD_MILLIS + ">")).build();
+    }
     try {
-      return Response.ok(new Posted(account, posting.post())).build();
+      return Response.ok(new Posted(account, posting.post(account, amount, holdMs))).build();
     } catch (Exception e) {
       LockLostException lost = lockLost(e);
       if (lost == null) {
@@ -119,17 +118,9 @@ public class LedgerResource {
     return null;
   }
 
-  private static Response invalidHold(long holdMs) {
-    if (holdMs < 0 || holdMs > Ledger.MAX_HOLD_MILLIS) {
-      return Response.status(Response.Status.BAD_REQUEST).entity(new StockResource.Error(
-          "Expected ?holdMs=<0 to " + Ledger.MAX_HOLD_MILLIS + ">")).build();
-    }
-    return null;
-  }
-
   @FunctionalInterface
   private interface Posting {
-    Ledger.Entry post();
+    Ledger.Entry post(String account, long amount, long holdMillis);
   }
 
   /** A committed posting. */
