@@ -29,7 +29,6 @@ import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.jboss.weld.environment.se.Weld;
 import org.jboss.weld.environment.se.WeldContainer;
 import org.jboss.weld.junit5.WeldInitiator;
 import org.junit.jupiter.api.BeforeAll;
@@ -64,11 +63,17 @@ class CommitGuardTest {
   }
 
   private static WeldContainer start() {
-    Weld weld = WeldInitiator.createWeld()
-        .addExtension(new HoldfastExtension())
+    return WeldInitiator.createWeld().addExtension(new HoldfastExtension())
         .addExtension(new com.arjuna.ats.jta.cdi.TransactionExtension())
-        .addBeanClasses(Ledger.class, Journal.class);
-    return weld.initialize();
+        .addBeanClasses(Ledger.class, Journal.class).initialize();
+  }
+
+  /** With the build-compatible extension as Quarkus runs it (here translated by Weld). */
+  private static WeldContainer startBuildCompatible() {
+    return WeldInitiator.createWeld()
+        .addBuildCompatibleExtensions(PreparedOperationsTest.BuildCompatibleOnly.class)
+        .addExtension(new com.arjuna.ats.jta.cdi.TransactionExtension())
+        .addBeanClasses(Ledger.class, Journal.class).initialize();
   }
 
   private static TestConfig config(String watchdog, String... more) {
@@ -157,6 +162,16 @@ class CommitGuardTest {
       assertRolledBackNaming(thrown, "ledger");
       assertTrue(lockLost(thrown).getMessage().contains("renewal")
           || lockLost(thrown).getMessage().contains("force"), lockLost(thrown).getMessage());
+    }
+  }
+
+  @Test
+  void buildCompatibleExtension_registersTheGuardToo() throws Exception {
+    try (TestConfig c = config("600ms"); WeldContainer cdi = startBuildCompatible()) {
+      LockClient client = cdi.select(LockClient.class).get();
+      Exception thrown = assertThrows(Exception.class,
+          () -> cdi.select(Ledger.class).get().post(() -> loseAndNotice(client, "ledger")));
+      assertRolledBackNaming(thrown, "ledger");
     }
   }
 
