@@ -1,5 +1,7 @@
 package dev.holdfast.example.stock;
 
+import dev.holdfast.LockClient;
+import dev.holdfast.LockLostException;
 import dev.holdfast.Locked;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
@@ -15,6 +17,7 @@ import jakarta.transaction.Transactional;
 import jakarta.transaction.UserTransaction;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -42,12 +45,16 @@ public class Ledger {
 
   private final Map<String, Account> accounts = new ConcurrentHashMap<>();
   private final Map<String, CountDownLatch> holds = new ConcurrentHashMap<>();
+  private volatile Thread lastInterrupted;
 
   @Inject
   TransactionSynchronizationRegistry transactions;
 
   @Inject
   UserTransaction userTransaction;
+
+  @Inject
+  LockClient locks;
 
   /**
    * Posts {@code amount} to {@code account} under its lock, in a transaction begun inside the
@@ -109,6 +116,28 @@ public class Ledger {
     return entry;
   }
 
+  /**
+   * {@link #post} that stops once the lock is lost: Holdfast interrupts the thread
+   * ({@code onLoss = INTERRUPT}), the hold throws a {@link LockLostException}, the transaction
+   * rolls back, and Holdfast takes its interrupt back before the thread returns to the
+   * container's pool ({@link #lastInterrupted()} shows it).
+   */
+  @Locked(value = "ledger:{account}", onLoss = Locked.OnLoss.INTERRUPT)
+  @Transactional
+  public Entry postInterruptible(String account, long amount, long holdMillis) {
+    return record(account, amount, holdMillis);
+  }
+
+  /**
+   * {@return the thread whose hold was last interrupted, and whether an interrupt is pending on
+   * it now}; empty if none was
+   */
+  public Optional<InterruptedThread> lastInterrupted() {
+    Thread thread = lastInterrupted;
+    return thread == null ? Optional.empty()
+        : Optional.of(new InterruptedThread(thread.getName(), thread.isInterrupted()));
+  }
+
   /** Ends the hold of the posting to {@code account} now or the next one to hold. */
   public void endHold(String account) {
     holds.computeIfAbsent(account, a -> new CountDownLatch(1)).countDown();
@@ -145,11 +174,26 @@ public class Ledger {
     try {
       hold.await(holdMillis, TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("Interrupted while holding a posting to " + account, e);
+      lastInterrupted = Thread.currentThread();
+      Thread.currentThread().interrupt(); // for whoever interrupted: Holdfast takes back its own
+      throw interrupted(account, e);
     } finally {
       holds.remove(account, hold);
     }
+  }
+
+  /**
+   * The failure for a hold interrupted by {@code e}: a {@link LockLostException} if the lock was
+   * lost (the interrupt of {@code onLoss = INTERRUPT}), else an {@link IllegalStateException}.
+   */
+  private RuntimeException interrupted(String account, InterruptedException e) {
+    String lockName = "ledger:" + account; // the name @Locked renders
+    RuntimeException failure = locks.getLock(lockName).isHeldByCurrentThread()
+        ? new IllegalStateException("Interrupted while holding a posting to " + account)
+        : new LockLostException(lockName, "Lock '" + lockName + "' was lost while posting to "
+            + account + ": the posting stopped");
+    failure.initCause(e);
+    return failure;
   }
 
   private Account account(String name) {
@@ -163,6 +207,10 @@ public class Ledger {
     LedgerTransactionException(String message, Throwable cause) {
       super(message, cause);
     }
+  }
+
+  /** A thread whose hold was interrupted, and whether an interrupt is pending on it. */
+  public record InterruptedThread(String name, boolean interruptPending) {
   }
 
   /** An entry: its id and amount. */

@@ -24,6 +24,9 @@ import java.util.List;
  * POST /ledger/acc-1/verified?amount=5   the same, the lock confirmed in Redis before the commit
  * POST /ledger/acc-1/own-transaction?amount=5   the same as the first, in a transaction the
  *                                        locked method begins and commits itself
+ * POST /ledger/acc-1/interruptible?amount=5   the same as the first, stopped by an interrupt
+ *                                        once the lock is lost (onLoss = INTERRUPT)
+ * GET  /ledger/last-interrupted-thread   {"name":"…","interruptPending":false}
  * POST /ledger/acc-1/end-hold            ends the wait of the posting holding still in acc-1
  * GET  /ledger/acc-1                     {"account":"acc-1","balance":5,"entries":[…],"rolledBack":0}
  * GET  /ledger/lost-locks                [{"lockName":"ledger:acc-1","reason":…,…}]: LockLost events
@@ -63,6 +66,22 @@ public class LedgerResource {
   public Response postInOwnTransaction(@PathParam("account") String account,
       @QueryParam("amount") long amount, @QueryParam("holdMs") long holdMs) {
     return answer(ledger::postInOwnTransaction, account, amount, holdMs);
+  }
+
+  /** {@link #post} that stops once the lock is lost (Holdfast interrupts it). */
+  @POST
+  @Path("/{account}/interruptible")
+  public Response postInterruptible(@PathParam("account") String account,
+      @QueryParam("amount") long amount, @QueryParam("holdMs") long holdMs) {
+    return answer(ledger::postInterruptible, account, amount, holdMs);
+  }
+
+  /** The thread whose hold was last interrupted, and whether an interrupt is pending on it. */
+  @GET
+  @Path("/last-interrupted-thread")
+  public Response lastInterruptedThread() {
+    return ledger.lastInterrupted().map(t -> Response.ok(t).build())
+        .orElseGet(() -> Response.status(Response.Status.NOT_FOUND).build());
   }
 
   @POST

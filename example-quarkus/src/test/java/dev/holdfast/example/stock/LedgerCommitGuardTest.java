@@ -115,6 +115,31 @@ class LedgerCommitGuardTest {
   }
 
   @Test
+  void postInterruptible_whoseLockIsTakenAway_stopsAtOnce_andLeavesNoInterruptBehind()
+      throws Exception {
+    long tookMillis;
+    try (LockClient otherClient = otherClient(); Jedis redis = redis()) {
+      CompletableFuture<Response> call =
+          CompletableFuture.supplyAsync(() -> post("/interruptible", HOLD_MS));
+      Await.until(TIMEOUT, () -> redis.exists(lockName()), "the posting holds " + lockName());
+
+      long takenNanos = System.nanoTime();
+      assertTrue(otherClient.getLock(lockName()).forceUnlock(), "taken away");
+      // No end-hold: only the interrupt ends the hold before HOLD_MS.
+      Response response = call.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+      tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - takenNanos);
+      response.then().statusCode(409)
+          .body("lock", equalTo(lockName()))
+          .body("error", containsString("the posting stopped"));
+    }
+    System.out.println("interruptible posting answered " + tookMillis + " ms after forceUnlock");
+    assertTrue(tookMillis < HOLD_MS / 2, () -> "stopped after " + tookMillis + " ms");
+    assertRolledBackOnly();
+    given().get("/ledger/last-interrupted-thread").then().statusCode(200)
+        .body("interruptPending", equalTo(false));
+  }
+
+  @Test
   void manyPosts_spanningRenewals_areNeverRolledBack() throws Exception {
     int accounts = 10;
     int postsPerAccount = 10;

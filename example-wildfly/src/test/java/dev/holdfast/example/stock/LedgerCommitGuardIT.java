@@ -129,6 +129,34 @@ class LedgerCommitGuardIT {
   }
 
   @Test
+  void postInterruptible_whoseLockIsTakenAway_stopsAtOnce_andLeavesNoInterruptBehind(
+      TestInfo test) throws Exception {
+    String account = StockEndpointIT.sku(test);
+    String lock = lockName(account);
+    long tookMillis;
+    try (Jedis redis = servers.redis().admin()) {
+      CompletableFuture<HttpResponse<String>> call =
+          CompletableFuture.supplyAsync(() -> post(account, "/interruptible", HOLD_MS));
+      Await.until(TIMEOUT, () -> redis.exists(lock), "the posting holds " + lock);
+
+      long takenNanos = System.nanoTime();
+      assertTrue(otherClient.getLock(lock).forceUnlock(), "taken away");
+      // No end-hold: only the interrupt ends the hold before HOLD_MS.
+      HttpResponse<String> response = call.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+      tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - takenNanos);
+      assertLost(response, lock);
+      assertTrue(StockClient.json(response.body()).getString("error")
+          .contains("the posting stopped"), response::body);
+    }
+    System.out.println("interruptible posting answered " + tookMillis + " ms after forceUnlock");
+    assertTrue(tookMillis < HOLD_MS / 2, () -> "stopped after " + tookMillis + " ms");
+    assertRolledBackOnly(account);
+    JsonObject thread = StockClient.json(
+        StockClient.expectOk(server.get("ledger/last-interrupted-thread")));
+    assertFalse(thread.getBoolean("interruptPending"), thread::toString);
+  }
+
+  @Test
   void manyPosts_spanningRenewals_areNeverRolledBack(TestInfo test) throws Exception {
     String prefix = StockEndpointIT.sku(test);
     int accounts = 10;
