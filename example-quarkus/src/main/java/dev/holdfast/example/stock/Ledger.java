@@ -62,9 +62,9 @@ public class Ledger {
    * watchdog; before the commit Holdfast checks locally that no renewal found it lost.
    *
    * @return the entry, committed once this method has returned
-   * @throws jakarta.transaction.TransactionalException or the transaction manager's rollback
-   *     exception, whose cause chain holds a {@link dev.holdfast.LockLostException}, if the lock
-   *     was lost before the commit
+   * @throws RuntimeException if the lock was lost before the commit: the transaction manager's
+   *     {@code RollbackException} (as the {@code @Transactional} interceptor passes it on), whose
+   *     cause chain holds a {@link LockLostException} naming the lock and why
    */
   @Locked("ledger:{account}")
   @Transactional
@@ -91,7 +91,7 @@ public class Ledger {
    *
    * @throws LedgerTransactionException if the transaction could not begin or commit; if it was
    *     rolled back because the lock was lost, its cause chain holds a
-   *     {@link dev.holdfast.LockLostException}
+   *     {@link LockLostException}
    */
   @Locked("ledger:{account}")
   public Entry postInOwnTransaction(String account, long amount, long holdMillis) {

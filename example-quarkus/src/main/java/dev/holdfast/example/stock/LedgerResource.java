@@ -18,19 +18,23 @@ import java.util.List;
  * what a lost lock does to them.
  *
  * <pre>
- * POST /ledger/acc-1?amount=5&amp;holdMs=0   {"account":"acc-1","entry":{"id":7,"amount":5}}: committed
- *                                        409 {"account":"acc-1","lock":"ledger:acc-1","error":…}:
- *                                        the lock was lost, the transaction rolled back
- * POST /ledger/acc-1/verified?amount=5   the same, the lock confirmed in Redis before the commit
- * POST /ledger/acc-1/own-transaction?amount=5   the same as the first, in a transaction the
- *                                        locked method begins and commits itself
- * POST /ledger/acc-1/interruptible?amount=5   the same as the first, stopped by an interrupt
- *                                        once the lock is lost (onLoss = INTERRUPT)
+ * POST /ledger/acc-1?amount=5&amp;holdMs=0
+ *     200 {"account":"acc-1","entry":{"id":7,"amount":5}}: committed
+ *     409 {"account":"acc-1","lock":"ledger:acc-1","error":"Lock 'ledger:acc-1' is no longer…"}:
+ *         the lock was lost before the commit, the transaction rolled back
+ *     holdMs: how long the posting holds still before its commit (at most 30000)
+ * POST /ledger/acc-1/verified?…          the same, the lock confirmed in Redis before the commit
+ * POST /ledger/acc-1/own-transaction?…   the same as the first, in a transaction the locked
+ *                                        method begins and commits itself
+ * POST /ledger/acc-1/interruptible?…     the same as the first, stopped by an interrupt once
+ *                                        the lock is lost (onLoss = INTERRUPT)
+ * POST /ledger/acc-1/end-hold            ends the hold of the posting to acc-1
+ * GET  /ledger/acc-1                     {"account":"acc-1","balance":5,"entries":[…],
+ *                                        "rolledBack":0}: what was committed
+ * GET  /ledger/lost-locks                [{"lockName":"ledger:acc-1","reason":…,…}]: the
+ *                                        LockLost events this instance received
  * GET  /ledger/last-interrupted-thread   {"name":"…","interruptPending":false}
- * POST /ledger/acc-1/end-hold            ends the wait of the posting holding still in acc-1
- * GET  /ledger/acc-1                     {"account":"acc-1","balance":5,"entries":[…],"rolledBack":0}
- * GET  /ledger/lost-locks                [{"lockName":"ledger:acc-1","reason":…,…}]: LockLost events
- * </pre>
+  * </pre>
  */
 @Path("/ledger")
 @Produces(MediaType.APPLICATION_JSON)
