@@ -25,6 +25,11 @@ import java.util.Map;
  * held, without blocking the caller, and holds it until its result completes
  * ({@link AsyncLockedCall}, {@link UniLocked}).
  *
+ * <p>While a blocking call runs, it is on its thread's list of {@link LockedCalls}, whose holds
+ * the commit guard checks before a transaction begun inside the call commits
+ * ({@link TransactionBegun}); with {@code onLoss = INTERRUPT} it is watched for a loss
+ * ({@link LossActions}), and the interrupt a loss set is taken back before the call returns.
+ *
  * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
  * are looked up once, at construction. The bean class is the one the container reports
  * ({@code @Intercepted Bean}), never the runtime class of the target, which is a

@@ -19,8 +19,9 @@ import java.util.function.BiConsumer;
 /**
  * Everything the interceptor needs for one {@code @Locked} method, prepared once: the parsed
  * name, the wait (null: as long as it takes), the lease (null: the watchdog), whether the hold
- * carries a fencing token, which kind of lock it is, whether a busy lock skips the call, and the
- * minimum hold (null: none). Immutable.
+ * carries a fencing token, which kind of lock it is, whether a busy lock skips the call, the
+ * minimum hold (null: none), what a loss does to the running call, and how the commit guard
+ * checks the hold (locally, or in Redis). Immutable.
  *
  * <p>Exclusive locks are taken through the engine with the name's template, so that metrics and
  * JFR events count them by {@code inventory:{sku}}, not by each SKU.
@@ -81,11 +82,6 @@ final class LockedOperation {
    */
   boolean verifyInRedis() {
     return verifyInRedis;
-  }
-
-  /** Where the method is, for messages: {@code com.acme.Inventory.reserve(String, int)}. */
-  String where() {
-    return where;
   }
 
   /**

@@ -280,12 +280,9 @@ class CommitGuardTest {
 
   @Test
   void programmatic_lockHoldWithExplicitRegistry_guardsAPlainTransaction() throws Exception {
-    TransactionManager tm = com.arjuna.ats.jta.TransactionManager.transactionManager();
-    TransactionSynchronizationRegistry registry =
-        new com.arjuna.ats.internal.jta.transaction.arjunacore
-            .TransactionSynchronizationRegistryImple();
-    try (LockClient client = LockClient.create(Map.of("holdfast.redis.address",
-        redis.server().uri(), "holdfast.watchdog-timeout", "30s"))) {
+    TransactionManager tm = plainTransactionManager();
+    TransactionSynchronizationRegistry registry = plainRegistry();
+    try (LockClient client = plainClient()) {
       LockHold hold = client.getLock("books").acquire(Duration.ofSeconds(5), null);
       try {
         tm.begin();
@@ -326,12 +323,9 @@ class CommitGuardTest {
 
   @Test
   void programmatic_multiLock_needsEveryMember() throws Exception {
-    TransactionManager tm = com.arjuna.ats.jta.TransactionManager.transactionManager();
-    TransactionSynchronizationRegistry registry =
-        new com.arjuna.ats.internal.jta.transaction.arjunacore
-            .TransactionSynchronizationRegistryImple();
-    try (LockClient client = LockClient.create(Map.of("holdfast.redis.address",
-        redis.server().uri(), "holdfast.watchdog-timeout", "30s"))) {
+    TransactionManager tm = plainTransactionManager();
+    TransactionSynchronizationRegistry registry = plainRegistry();
+    try (LockClient client = plainClient()) {
       DistributedLock both = client.getMultiLock(client.getLock("left"), client.getLock("right"));
       both.lock();
       try {
@@ -349,6 +343,51 @@ class CommitGuardTest {
         assertThrows(IllegalMonitorStateException.class, both::unlock);
       }
     }
+  }
+
+  @Test
+  void programmatic_readLockAndFairLock_verifiedInRedis() throws Exception {
+    TransactionManager tm = plainTransactionManager();
+    TransactionSynchronizationRegistry registry = plainRegistry();
+    try (LockClient client = plainClient()) {
+      for (DistributedLock lock : List.of(client.getReadWriteLock("catalog").readLock(),
+          client.getFairLock("queue"))) {
+        OUTCOMES.clear();
+        lock.lock();
+        try {
+          tm.begin();
+          recordOutcome(registry);
+          CommitGuard.register(registry, lock, CommitGuard.Check.REDIS);
+          tm.commit(); // held: the check finds the reader's (or fair holder's) entry
+          tm.begin();
+          recordOutcome(registry);
+          CommitGuard.register(registry, lock, CommitGuard.Check.REDIS);
+          forceUnlockElsewhere(lock.getName());
+          RollbackException thrown = assertThrows(RollbackException.class, tm::commit);
+          assertNotNull(lockLost(thrown), chain(thrown));
+          assertEquals(List.of(Status.STATUS_COMMITTED, Status.STATUS_ROLLEDBACK), OUTCOMES,
+              lock.getName());
+        } finally {
+          assertThrows(IllegalMonitorStateException.class, lock::unlock);
+        }
+      }
+    }
+  }
+
+  /** Narayana without a container, as plain Java uses it. */
+  private static TransactionManager plainTransactionManager() {
+    return com.arjuna.ats.jta.TransactionManager.transactionManager();
+  }
+
+  private static TransactionSynchronizationRegistry plainRegistry() {
+    return new com.arjuna.ats.internal.jta.transaction.arjunacore
+        .TransactionSynchronizationRegistryImple();
+  }
+
+  /** A client whose watchdog notices nothing during a test. */
+  private static LockClient plainClient() {
+    return LockClient.create(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.watchdog-timeout", "30s"));
   }
 
   static void sleep(long millis) {
