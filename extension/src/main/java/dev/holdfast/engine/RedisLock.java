@@ -1193,6 +1193,7 @@ final class RedisLock implements FencedLock {
       } else if (status == 1) {
         hold.ended();
         if (replicated.confirmed()) {
+          entry.leaseSeen(sentAt, waiter.leaseMillis); // before the waiter can leave the queue
           entry.handedLocally(true);
           outcome = WaitEntry.Waiter.GRANTED;
           grant = new WaitEntry.Grant(grantId, sentAt, value);
