@@ -58,6 +58,16 @@ class HotKeyAttackTest {
     return t;
   }
 
+  /** Whether {@code t} is in a frame of a method whose name contains {@code method}. */
+  private static boolean inFrame(Thread t, String method) {
+    for (StackTraceElement e : t.getStackTrace()) {
+      if ((e.getClassName() + "." + e.getMethodName()).contains(method)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** The local waiter {@code t} is parked in now ({@link WaitEntry.Waiter#await}), or null. */
   private static WaitEntry.Waiter parkedWaiter(Thread t) {
     return LockSupport.getBlocker(t) instanceof WaitEntry.Waiter w ? w : null;
@@ -315,5 +325,80 @@ class HotKeyAttackTest {
     System.out.println("virtual hot key: worst free-but-untaken gap " + gapMillis + " ms, "
         + engine.localHandoffs() + " local handoffs");
     assertTrue(gapMillis < 900, "the lock was free " + gapMillis + " ms before a waiter took it");
+  }
+
+  /**
+   * Attack (pre-existing, not from 856ba12): the head's Redis look is in flight when a thread of
+   * its client releases, so the head is no handoff candidate and the waiter behind it is handed
+   * the lock ({@code claimCandidate} takes the first parked one). The head's look was answered
+   * for the old holder (its watchdog lease, seconds) and it parks for that (and may overwrite
+   * the lease the handoff recorded). The waiter handed the lock took it with a fixed lease of 3 s
+   * and never unlocks: the lease ends without an unlock message, and no head leave signals
+   * anybody (the taker was not head). The head sleeps out the old holder's lease on a free lock.
+   * The head is woken into its look by a release of lock {@code {name}}, which shares the
+   * channel; a proxy delays the client's traffic so the look is in flight at the release.
+   */
+  @Test
+  @Disabled("DEFECT: (pre-existing) head looking at Redis while the waiter behind is handed a "
+      + "short lease parks for the old holder's lease; lock free for seconds")
+  void headLookingWhileWaiterBehindIsHanded_shortLeaseRunsOut_headTakesItSoonAfter()
+      throws Exception {
+    try (dev.holdfast.testing.FaultProxy proxy =
+        new dev.holdfast.testing.FaultProxy(redis.server().port())) {
+      LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri()),
+          LockClientConfig.WATCHDOG_TIMEOUT, "20s", LockClientConfig.TIMEOUT, "5s");
+      LockClient other = clients.create(direct);
+      DistributedLock lock = client.getLock("hk");
+      ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
+      CountDownLatch end = new CountDownLatch(1);
+      lock.lock();
+      AtomicLong headAt = new AtomicLong();
+      Thread head = start("head", () -> {
+        try {
+          lock.lock();
+          headAt.set(System.nanoTime());
+          lock.unlock();
+        } catch (Throwable e) {
+          failures.add(e);
+        }
+      });
+      Await.until(Duration.ofSeconds(20), () -> parkedLongerThan(head, 3_000),
+          "the head parks for the holder's lease");
+      // Well above the delayed handoff (a new pooled connection's handshake included), or its
+      // grant, answered after its time was up, would not be believed.
+      long leaseMillis = 3_000;
+      AtomicLong behindAt = new AtomicLong();
+      Thread behind = start("behind", () -> {
+        try {
+          lock.lock(leaseMillis, TimeUnit.MILLISECONDS);
+          behindAt.set(System.nanoTime());
+          end.await(); // alive, never unlocks: the fixed lease runs out without a message
+        } catch (Throwable e) {
+          failures.add(e);
+        }
+      });
+      Await.until(Duration.ofSeconds(20), () -> parkedWaiter(behind) != null,
+          "a second waiter queues behind the head");
+      proxy.delay(Duration.ofMillis(100));
+      DistributedLock sibling = other.getLock("{hk}"); // same channel as hk
+      sibling.lock();
+      sibling.unlock(); // its unlock message wakes hk's head: it looks at Redis again
+      Await.until(Duration.ofSeconds(20), () -> inFrame(head, "tryOnce")
+          && (inFrame(head, "SocketInputStream") || inFrame(head, "NioSocketImpl")
+          || inFrame(head, "RedisInputStream")), "the head's look is in flight");
+      Await.until(Duration.ofSeconds(20), () -> proxy.pendingRequestBytes() == 0,
+          "the head's look reached Redis");
+      lock.unlock(); // the head runs: the waiter behind it is handed the lock
+      proxy.delay(Duration.ZERO);
+      Await.until(Duration.ofSeconds(20), () -> behindAt.get() != 0, "handed to the second");
+      Await.until(Duration.ofSeconds(30), () -> headAt.get() != 0, "the head took it");
+      end.countDown();
+      assertEquals(List.of(), List.copyOf(failures));
+      long late = TimeUnit.NANOSECONDS.toMillis(headAt.get() - behindAt.get()) - leaseMillis;
+      System.out.println("head after a handoff behind it: took the lock " + late
+          + " ms after the short lease ended");
+      assertTrue(late < 2_000, "the lock was free " + late + " ms before the head took it "
+          + "(lease " + leaseMillis + " ms, old holder's watchdog 20 s)");
+    }
   }
 }
