@@ -256,6 +256,8 @@ class HotKeyAttackTest {
         "the second waiter is in a fresh park");
     lock.unlock();
     Await.until(Duration.ofSeconds(20), () -> parkedWaiter(handed) == null, "handed over");
+    assertTrue(parkedLongerThan(next, 500), "the new head was woken at the leave (a re-park "
+        + "is at most 100 ms): the case under attack did not arise");
     long forcedAt = System.nanoTime();
     assertTrue(other.getLock("forced").forceUnlock());
     Await.until(Duration.ofSeconds(20), () -> nextAt.get() != 0, "the next waiter took it");
@@ -400,5 +402,63 @@ class HotKeyAttackTest {
       assertTrue(late < 2_000, "the lock was free " + late + " ms before the head took it "
           + "(lease " + leaseMillis + " ms, old holder's watchdog 20 s)");
     }
+  }
+
+  /**
+   * Attack on {@link WaitEntry#passTurn} at its edges, on the entry itself: a new head that is
+   * running (not parked) at the leave, and a holder's lease that is unknown (no expiry seen),
+   * are always signalled; a leave without the lock always signals; only a parked head whose park
+   * ends by the lease seen is left alone (and then wakes on its own by then).
+   */
+  @Test
+  void passTurn_signalsARunningHeadAnUnknownLeaseAndEveryLeaveWithoutTheLock() throws Exception {
+    WaitEntry entry = new WaitEntry(new WaitEntry.Key("edges", LockKind.EXCLUSIVE, "edges-ch"),
+        new redis.clients.jedis.HostAndPort("127.0.0.1", 1));
+    entry.handedLocally(true);
+    entry.leaseSeen(System.nanoTime(), 30_000);
+    WaitEntry.Waiter running = new WaitEntry.Waiter(entry, true, "f", 30_000);
+    entry.add(running);
+    entry.passTurn(true); // running: its next park must return at once
+    assertTrue(running.await(0), "a running new head missed the turn");
+    entry.remove(running);
+
+    assertTrue(parkedHeadSignalled(entry, true, 30_000, 60_000), "a head parked past the "
+        + "lease seen was not woken");
+    assertFalse(parkedHeadSignalled(entry, true, 30_000, 800), "a head parked within the lease "
+        + "seen was woken (the hot-key change is not in effect)");
+    assertTrue(parkedHeadSignalled(entry, true, -1, 800), "an unknown lease (no expiry) left the"
+        + " parked head alone");
+    assertTrue(parkedHeadSignalled(entry, false, 30_000, 800), "a leave without the lock did not "
+        + "pass the turn");
+  }
+
+  /**
+   * Parks a new head for {@code parkMillis} on its own thread, records the holder's lease as
+   * {@code leaseMillis} (-1: no expiry), lets the old head leave ({@code acquired}) and returns
+   * whether the new head was signalled (rather than woken by its park's end).
+   */
+  private static boolean parkedHeadSignalled(WaitEntry entry, boolean acquired, long leaseMillis,
+      long parkMillis) throws Exception {
+    entry.leaseSeen(System.nanoTime(), leaseMillis);
+    java.util.concurrent.CompletableFuture<WaitEntry.Waiter> made =
+        new java.util.concurrent.CompletableFuture<>();
+    java.util.concurrent.CompletableFuture<Boolean> signalled =
+        new java.util.concurrent.CompletableFuture<>();
+    Thread t = start("parked", () -> {
+      WaitEntry.Waiter w = new WaitEntry.Waiter(entry, true, "g", 30_000);
+      entry.add(w);
+      made.complete(w);
+      try {
+        signalled.complete(w.await(parkMillis));
+      } catch (InterruptedException e) {
+        signalled.completeExceptionally(e);
+      }
+    });
+    WaitEntry.Waiter w = made.get(20, TimeUnit.SECONDS);
+    Await.until(Duration.ofSeconds(20), () -> parkedWaiter(t) == w, "the new head parks");
+    entry.passTurn(acquired);
+    boolean result = signalled.get(60, TimeUnit.SECONDS);
+    entry.remove(w);
+    return result;
   }
 }
