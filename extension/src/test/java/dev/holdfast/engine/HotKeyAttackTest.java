@@ -1,5 +1,7 @@
 package dev.holdfast.engine;
 
+import static dev.holdfast.engine.TestThreads.inFrame;
+import static dev.holdfast.engine.TestThreads.start;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -15,6 +17,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -51,21 +54,43 @@ class HotKeyAttackTest {
     direct = Map.of(LockClientConfig.ADDRESS, redis.server().uri());
   }
 
-  private static Thread start(String name, Runnable body) {
-    Thread t = new Thread(body, name);
-    t.setDaemon(true);
-    t.start();
-    return t;
+  /** An acquisition a test thread makes. */
+  private interface Acquisition {
+    void run() throws InterruptedException;
   }
 
-  /** Whether {@code t} is in a frame of a method whose name contains {@code method}. */
-  private static boolean inFrame(Thread t, String method) {
-    for (StackTraceElement e : t.getStackTrace()) {
-      if ((e.getClassName() + "." + e.getMethodName()).contains(method)) {
-        return true;
+  /**
+   * Starts a thread that makes {@code acquisition}, records when in {@code at} (if not null)
+   * and keeps the lock without unlocking until {@code end}: a fixed lease runs out meanwhile
+   * without an unlock message.
+   */
+  private static Thread keeper(String name, Acquisition acquisition, AtomicLong at,
+      CountDownLatch end, Queue<Throwable> failures) {
+    return start(name, () -> {
+      try {
+        acquisition.run();
+        if (at != null) {
+          at.set(System.nanoTime());
+        }
+        end.await();
+      } catch (Throwable e) {
+        failures.add(e);
       }
-    }
-    return false;
+    });
+  }
+
+  /** Starts a thread that takes {@code lock}, records when in {@code at}, and unlocks it. */
+  private static Thread taker(String name, DistributedLock lock, AtomicLong at,
+      Queue<Throwable> failures) {
+    return start(name, () -> {
+      try {
+        lock.lock();
+        at.set(System.nanoTime());
+        lock.unlock();
+      } catch (Throwable e) {
+        failures.add(e);
+      }
+    });
   }
 
   /** The local waiter {@code t} is parked in now ({@link WaitEntry.Waiter#await}), or null. */
@@ -104,39 +129,18 @@ class HotKeyAttackTest {
     CountDownLatch end = new CountDownLatch(1);
     ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
     plain.lock();
-    Thread handedTo = start("handed-to", () -> {
-      try {
-        plain.lock(); // handed over by the main thread's unlock; then force-unlocked
-        end.await();
-      } catch (Throwable e) {
-        failures.add(e);
-      }
-    });
+    // Handed the lock by the main thread's unlock, then force-unlocked by another client.
+    Thread handedTo = keeper("handed-to", plain::lock, null, end, failures);
     Await.until(Duration.ofSeconds(20), () -> parkedWaiter(handedTo) != null,
         "the plain waiter heads the local queue");
     AtomicLong fencedAt = new AtomicLong();
     long leaseMillis = 150;
-    Thread fencedHolder = start("fenced", () -> {
-      try {
-        fenced.lock(leaseMillis, TimeUnit.MILLISECONDS);
-        fencedAt.set(System.nanoTime());
-        end.await(); // alive, never unlocks: the fixed lease runs out without a message
-      } catch (Throwable e) {
-        failures.add(e);
-      }
-    });
+    Thread fencedHolder = keeper("fenced",
+        () -> fenced.lock(leaseMillis, TimeUnit.MILLISECONDS), fencedAt, end, failures);
     Await.until(Duration.ofSeconds(20), () -> parkedWaiter(fencedHolder) != null,
         "the fenced waiter queues behind it");
     AtomicLong plainAt = new AtomicLong();
-    Thread next = start("next", () -> {
-      try {
-        plain.lock();
-        plainAt.set(System.nanoTime());
-        plain.unlock();
-      } catch (Throwable e) {
-        failures.add(e);
-      }
-    });
+    Thread next = taker("next", plain, plainAt, failures);
     Await.until(Duration.ofSeconds(20), () -> parkedWaiter(next) != null,
         "a second plain waiter queues behind them");
     plain.unlock(); // handed to the first plain waiter: handedLocally, lease seen 30 s ahead
@@ -180,27 +184,12 @@ class HotKeyAttackTest {
       CountDownLatch end = new CountDownLatch(1);
       ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
       AtomicLong handedAt = new AtomicLong();
-      Thread handed = start("handed-" + round, () -> {
-        try {
-          lock.lock(leaseMillis, TimeUnit.MILLISECONDS);
-          handedAt.set(System.nanoTime());
-          end.await(); // never unlocks
-        } catch (Throwable e) {
-          failures.add(e);
-        }
-      });
+      Thread handed = keeper("handed-" + round,
+          () -> lock.lock(leaseMillis, TimeUnit.MILLISECONDS), handedAt, end, failures);
       Await.until(Duration.ofSeconds(20), () -> parkedWaiter(handed) != null,
           "the first waiter parks");
       AtomicLong nextAt = new AtomicLong();
-      Thread next = start("next-" + round, () -> {
-        try {
-          lock.lock();
-          nextAt.set(System.nanoTime());
-          lock.unlock();
-        } catch (Throwable e) {
-          failures.add(e);
-        }
-      });
+      Thread next = taker("next-" + round, lock, nextAt, failures);
       Await.until(Duration.ofSeconds(20), () -> parkedWaiter(next) != null,
           "the second waiter queues");
       long spread = 150L * round; // the next head's park has about 1000 - spread ms to go
@@ -233,25 +222,10 @@ class HotKeyAttackTest {
     lock.lock();
     CountDownLatch end = new CountDownLatch(1);
     ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
-    Thread handed = start("handed", () -> {
-      try {
-        lock.lock();
-        end.await();
-      } catch (Throwable e) {
-        failures.add(e);
-      }
-    });
+    Thread handed = keeper("handed", lock::lock, null, end, failures);
     Await.until(Duration.ofSeconds(20), () -> parkedWaiter(handed) != null, "first parks");
     AtomicLong nextAt = new AtomicLong();
-    Thread next = start("next", () -> {
-      try {
-        lock.lock();
-        nextAt.set(System.nanoTime());
-        lock.unlock();
-      } catch (Throwable e) {
-        failures.add(e);
-      }
-    });
+    Thread next = taker("next", lock, nextAt, failures);
     Await.until(Duration.ofSeconds(20), () -> parkedLongerThan(next, 850),
         "the second waiter is in a fresh park");
     lock.unlock();
@@ -268,9 +242,9 @@ class HotKeyAttackTest {
   }
 
   /**
-   * Attack: many virtual threads (on Java 21+) on one hot key, each holder sometimes leaving with a short
-   * fixed lease it never unlocks (the lease runs out without a message) while the others hand
-   * it over locally. Everyone gets it in turn, no overlap, nobody is left waiting, the lock
+   * Attack: many virtual threads (on Java 21+) on one hot key, some holders leaving with a
+   * short fixed lease they never unlock (the lease runs out without a message) while the others
+   * hand it over locally. Everyone gets it in turn, no overlap, nobody is left waiting, the lock
    * ends free, and no free-but-nobody-takes-it gap lasts anywhere near a second.
    */
   @Test
@@ -355,30 +329,15 @@ class HotKeyAttackTest {
       CountDownLatch end = new CountDownLatch(1);
       lock.lock();
       AtomicLong headAt = new AtomicLong();
-      Thread head = start("head", () -> {
-        try {
-          lock.lock();
-          headAt.set(System.nanoTime());
-          lock.unlock();
-        } catch (Throwable e) {
-          failures.add(e);
-        }
-      });
+      Thread head = taker("head", lock, headAt, failures);
       Await.until(Duration.ofSeconds(20), () -> parkedLongerThan(head, 3_000),
           "the head parks for the holder's lease");
       // Well above the delayed handoff (a new pooled connection's handshake included), or its
       // grant, answered after its time was up, would not be believed.
       long leaseMillis = 3_000;
       AtomicLong behindAt = new AtomicLong();
-      Thread behind = start("behind", () -> {
-        try {
-          lock.lock(leaseMillis, TimeUnit.MILLISECONDS);
-          behindAt.set(System.nanoTime());
-          end.await(); // alive, never unlocks: the fixed lease runs out without a message
-        } catch (Throwable e) {
-          failures.add(e);
-        }
-      });
+      Thread behind = keeper("behind",
+          () -> lock.lock(leaseMillis, TimeUnit.MILLISECONDS), behindAt, end, failures);
       Await.until(Duration.ofSeconds(20), () -> parkedWaiter(behind) != null,
           "a second waiter queues behind the head");
       proxy.delay(Duration.ofMillis(100));
