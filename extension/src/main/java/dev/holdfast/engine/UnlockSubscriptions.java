@@ -127,6 +127,8 @@ final class UnlockSubscriptions implements AutoCloseable {
         // past the holder's lease is woken: it re-parks bounded by that lease (the lease may
         // run out without a release of this client, and no unlock message would wake it).
         entry.passTurn(acquired);
+      } else if (acquired) {
+        entry.passTurn(true); // handed past the head: wake it unless its park ends by our lease
       }
     }
     if (connection != null) {

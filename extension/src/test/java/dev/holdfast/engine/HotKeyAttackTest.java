@@ -25,7 +25,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -35,7 +34,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * holding a lock handed over locally, the next head is woken only if its park would outlast the
  * holder's lease as last seen ({@link WaitEntry#passTurn}). The waiters behind must still never
  * sleep long past the moment the lock is free when no unlock message reaches them. Probes that
- * expose a defect are {@code @Disabled("DEFECT: …")}; the others stay as regression tests.
+ * exposed a defect say so in a comment (both fixed); all run as regression tests.
  */
 @Timeout(value = 3, unit = TimeUnit.MINUTES, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class HotKeyAttackTest {
@@ -118,8 +117,8 @@ class HotKeyAttackTest {
    * lock as the lease ended.
    */
   @Test
-  @Disabled("DEFECT: a fenced head's grant leaves leaseEndsAt stale; passTurn skips the next "
-      + "head, which sleeps ~1 s past the fenced holder's expiry")
+  // Found as a defect, fixed since: a fenced head's grant left leaseEndsAt stale; passTurn
+  // skipped the next head, which slept ~1 s past the fenced holder's expiry.
   void fencedHeadAfterForceUnlock_nextPlainWaiterAcquiresSoonAfterItsLeaseEnds()
       throws Exception {
     LockClient client = clients.create(direct);
@@ -315,8 +314,9 @@ class HotKeyAttackTest {
    * channel; a proxy delays the client's traffic so the look is in flight at the release.
    */
   @Test
-  @Disabled("DEFECT: (pre-existing) head looking at Redis while the waiter behind is handed a "
-      + "short lease parks for the old holder's lease; lock free for seconds")
+  // Found as a defect (older than passTurn), fixed since: a head looking at Redis while the
+  // waiter behind it was handed a short lease parked for the old holder's lease; the lock stayed
+  // free for seconds.
   void headLookingWhileWaiterBehindIsHanded_shortLeaseRunsOut_headTakesItSoonAfter()
       throws Exception {
     try (dev.holdfast.testing.FaultProxy proxy =
