@@ -337,11 +337,17 @@ final class RedisLock implements FencedLock {
           }
         }
         if (pttl == ACQUIRED) {
-          if (waiter != null && handsOff() && waiter.entry.hasOthers(waiter)) {
-            // The next head waits for this thread's handoff rather than ask Redis at once,
-            // but never past this hold's lease (it may end without a release of ours).
-            waiter.entry.handedLocally(true);
-            waiter.entry.leaseSeen(System.nanoTime(), attempt.lease());
+          if (waiter != null) {
+            // Whatever the handle (fenced or not), the queue sees this hold's lease, counted
+            // from its send: a stale, longer one would let the next head sleep past its end.
+            waiter.entry.leaseSeen(attempt.sentAtOr(System.nanoTime()), attempt.lease());
+            if (!handsOff()) {
+              waiter.entry.handedLocally(false); // no handoff will come from this holder
+            } else if (waiter.entry.hasOthers(waiter)) {
+              // The next head waits for this thread's handoff rather than ask Redis at once,
+              // but never past this hold's lease (it may end without a release of ours).
+              waiter.entry.handedLocally(true);
+            }
           }
           acquired = true;
           outcome = Outcome.ACQUIRED;
@@ -574,6 +580,11 @@ final class RedisLock implements FencedLock {
      *
      * @return whether the lock is now held
      */
+    /** When the request that was granted was first sent (nanoTime), or {@code fallback}. */
+    long sentAtOr(long fallback) {
+      return requestSentAt != 0 ? requestSentAt : fallback;
+    }
+
     boolean handedOver(WaitEntry.Waiter waiter) {
       int outcome = waiter.withdraw();
       if (outcome != WaitEntry.Waiter.GRANTED && outcome != WaitEntry.Waiter.UNCERTAIN) {
@@ -1193,6 +1204,7 @@ final class RedisLock implements FencedLock {
       } else if (status == 1) {
         hold.ended();
         if (replicated.confirmed()) {
+          entry.leaseSeen(sentAt, waiter.leaseMillis); // before the waiter can leave the queue
           entry.handedLocally(true);
           outcome = WaitEntry.Waiter.GRANTED;
           grant = new WaitEntry.Grant(grantId, sentAt, value);
