@@ -244,6 +244,28 @@ class CommitGuardAttackTest {
     }
   }
 
+  /**
+   * An asynchronous {@code @Locked} method that is also {@code @Transactional}: its transaction
+   * runs while the call's hold is held, yet it is not on the thread's list of running calls, so
+   * a loss during the transaction does not stop its commit.
+   */
+  @Test
+  @Disabled("DEFECT: the transaction of an asynchronous (CompletionStage) @Locked @Transactional "
+      + "method is not guarded: it commits after the lock was lost")
+  void asyncLockedTransactional_lossDuringTheTransaction_rollsBack() throws Exception {
+    try (TestConfig c = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.watchdog-timeout", "600ms")); WeldContainer cdi = start()) {
+      LockClient client = cdi.select(LockClient.class).get();
+      Tally tally = cdi.select(Tally.class).get();
+      CompletableFuture<String> result = tally.asyncWrite(
+          () -> loseAndNotice(client, "tally-async")).toCompletableFuture();
+      assertThrows(Exception.class, () -> result.get(30, TimeUnit.SECONDS),
+          "the caller learns of the loss");
+      assertEquals(List.of(Status.STATUS_ROLLEDBACK), OUTCOMES,
+          "the transaction ran under a lost lock");
+    }
+  }
+
   /** REQUIRES_NEW inside a {@code @Locked} call's transaction gets a guard of its own. */
   @Test
   void requiresNewInsideLocked_isGuardedToo() throws Exception {
@@ -304,6 +326,14 @@ class CommitGuardAttackTest {
       transactions.begin();
       CommitGuardTest.recordOutcome(registry);
       work.run();
+    }
+
+    @Locked("tally-async")
+    @Transactional
+    public java.util.concurrent.CompletionStage<String> asyncWrite(Runnable work) {
+      CommitGuardTest.recordOutcome(registry);
+      work.run();
+      return CompletableFuture.completedFuture("written");
     }
 
     @Locked("tally")
