@@ -266,6 +266,47 @@ class CommitGuardAttackTest {
     }
   }
 
+  /**
+   * Contended calls with the REDIS check: most holds are granted by a local handoff (TRANSFER)
+   * from the thread before, renewals run during some calls. No false rollback, no false loss.
+   */
+  @Test
+  void contendedCalls_handedOffHolds_passTheRedisCheck() throws Exception {
+    try (TestConfig c = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.watchdog-timeout", "600ms", "holdfast.locked.verify-before-commit", "redis"));
+        WeldContainer cdi = start()) {
+      LockClient client = cdi.select(LockClient.class).get();
+      List<LockLost> losses = new CopyOnWriteArrayList<>();
+      client.onLockLost(losses::add);
+      Tally tally = cdi.select(Tally.class).get();
+      int threads = 4;
+      int calls = 40;
+      var pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+      try {
+        List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+          done.add(pool.submit(() -> {
+            for (int i = 0; i < calls; i++) {
+              long millis = i % 15 == 0 ? 250 : 2; // some calls span a renewal
+              tally.hot(() -> CommitGuardTest.sleep(millis));
+            }
+            return null;
+          }));
+        }
+        for (var f : done) {
+          f.get(120, TimeUnit.SECONDS);
+        }
+      } finally {
+        pool.shutdownNow();
+      }
+      assertEquals(threads * calls, OUTCOMES.size());
+      assertTrue(OUTCOMES.stream().allMatch(s -> s == Status.STATUS_COMMITTED),
+          "no false rollback: " + OUTCOMES.stream().filter(s -> s != Status.STATUS_COMMITTED)
+              .count());
+      assertTrue(losses.isEmpty(), "no false loss: " + losses);
+    }
+  }
+
   /** REQUIRES_NEW inside a {@code @Locked} call's transaction gets a guard of its own. */
   @Test
   void requiresNewInsideLocked_isGuardedToo() throws Exception {
@@ -324,6 +365,13 @@ class CommitGuardAttackTest {
     @Locked("tally")
     public void beginOnly(Runnable work) throws Exception {
       transactions.begin();
+      CommitGuardTest.recordOutcome(registry);
+      work.run();
+    }
+
+    @Locked("hot")
+    @Transactional
+    public void hot(Runnable work) {
       CommitGuardTest.recordOutcome(registry);
       work.run();
     }
