@@ -92,13 +92,52 @@ class OnLossAttackTest {
         () -> first.get(20, TimeUnit.SECONDS));
     assertInstanceOf(IllegalMonitorStateException.class, thrown.getCause(), "call 1 lost it");
     Future<String> second = pool.submit(job::untilDelivered);
-    Job.secondStarted.await(20, TimeUnit.SECONDS);
+    assertTrue(Job.secondStarted.await(20, TimeUnit.SECONDS));
     assertTrue(client.getLock("job").isLocked(), "call 2 holds the lock afresh");
     gate.countDown(); // the old report reaches LossActions now
     assertEquals("not interrupted", second.get(20, TimeUnit.SECONDS),
         "call 2's hold was never lost");
     assertFalse(pool.submit(() -> Thread.currentThread().isInterrupted()).get(10,
         TimeUnit.SECONDS));
+  }
+
+  /**
+   * The same late report, but the thread's next task is no {@code @Locked} call: the report finds
+   * no watch (call 1's ended with it) and the task runs without an interrupt.
+   */
+  @Test
+  void interrupt_lateReportAfterTheCallReturned_doesNotLeakIntoTheNextTask() throws Exception {
+    LockClient client = cdi.select(LockClient.class).get();
+    CountDownLatch gate = new CountDownLatch(1);
+    client.onLockLost(lost -> {
+      if (lost.lockName().equals("job")) {
+        Job.lossSeen.countDown();
+        awaitQuietly(gate);
+      }
+    });
+    Job job = cdi.select(Job.class).get();
+    Future<String> first = pool.submit(job::untilLossSeen);
+    awaitHeld(client);
+    client.onLockLost(lost -> {
+      if (lost.lockName().equals("job")) {
+        Job.delivered.countDown();
+      }
+    });
+    CommitGuardTest.forceUnlockElsewhere(redis.server().uri(), "job");
+    assertThrows(ExecutionException.class, () -> first.get(20, TimeUnit.SECONDS));
+    CountDownLatch nextStarted = new CountDownLatch(1);
+    Future<String> next = pool.submit(() -> {
+      nextStarted.countDown();
+      try {
+        assertTrue(Job.delivered.await(20, TimeUnit.SECONDS), "the report was delivered");
+        return "not interrupted";
+      } catch (InterruptedException e) {
+        return "interrupted";
+      }
+    });
+    assertTrue(nextStarted.await(20, TimeUnit.SECONDS));
+    gate.countDown();
+    assertEquals("not interrupted", next.get(20, TimeUnit.SECONDS));
   }
 
   private void awaitHeld(LockClient client) {
