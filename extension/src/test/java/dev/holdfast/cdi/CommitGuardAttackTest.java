@@ -48,9 +48,7 @@ class CommitGuardAttackTest {
 
   @BeforeAll
   static void narayanaStoresInTarget() {
-    System.setProperty("ObjectStoreEnvironmentBean.objectStoreDir", "target/narayana-store");
-    System.setProperty("com.arjuna.ats.arjuna.objectstore.objectStoreDir",
-        "target/narayana-store");
+    CommitGuardTest.narayanaStoresInTarget();
   }
 
   @BeforeEach

@@ -33,9 +33,7 @@ class CommitGuardClusterAttackTest {
 
   @BeforeAll
   static void narayanaStoresInTarget() {
-    System.setProperty("ObjectStoreEnvironmentBean.objectStoreDir", "target/narayana-store");
-    System.setProperty("com.arjuna.ats.arjuna.objectstore.objectStoreDir",
-        "target/narayana-store");
+    CommitGuardTest.narayanaStoresInTarget();
   }
 
   @Test

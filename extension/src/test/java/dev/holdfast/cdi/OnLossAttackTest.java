@@ -70,27 +70,8 @@ class OnLossAttackTest {
       + "same lock on the same pool thread")
   void interrupt_lateReportOfAnEarlierCallsLoss_leavesTheNextCallAlone() throws Exception {
     LockClient client = cdi.select(LockClient.class).get();
-    CountDownLatch gate = new CountDownLatch(1);
-    // An application listener registered first: slow, as a listener that logs remotely is.
-    client.onLockLost(lost -> {
-      if (lost.lockName().equals("job")) {
-        Job.lossSeen.countDown();
-        awaitQuietly(gate);
-      }
-    });
     Job job = cdi.select(Job.class).get();
-    Future<String> first = pool.submit(job::untilLossSeen);
-    awaitHeld(client);
-    // Registered after the call's LossActions listener: tells when the report has passed it.
-    client.onLockLost(lost -> {
-      if (lost.lockName().equals("job")) {
-        Job.delivered.countDown();
-      }
-    });
-    CommitGuardTest.forceUnlockElsewhere(redis.server().uri(), "job");
-    ExecutionException thrown = assertThrows(ExecutionException.class,
-        () -> first.get(20, TimeUnit.SECONDS));
-    assertInstanceOf(IllegalMonitorStateException.class, thrown.getCause(), "call 1 lost it");
+    CountDownLatch gate = firstCallLosesJob_reportHeldBack(client, job);
     Future<String> second = pool.submit(job::untilDelivered);
     assertTrue(Job.secondStarted.await(20, TimeUnit.SECONDS));
     assertTrue(client.getLock("job").isLocked(), "call 2 holds the lock afresh");
@@ -107,24 +88,8 @@ class OnLossAttackTest {
    */
   @Test
   void interrupt_lateReportAfterTheCallReturned_doesNotLeakIntoTheNextTask() throws Exception {
-    LockClient client = cdi.select(LockClient.class).get();
-    CountDownLatch gate = new CountDownLatch(1);
-    client.onLockLost(lost -> {
-      if (lost.lockName().equals("job")) {
-        Job.lossSeen.countDown();
-        awaitQuietly(gate);
-      }
-    });
-    Job job = cdi.select(Job.class).get();
-    Future<String> first = pool.submit(job::untilLossSeen);
-    awaitHeld(client);
-    client.onLockLost(lost -> {
-      if (lost.lockName().equals("job")) {
-        Job.delivered.countDown();
-      }
-    });
-    CommitGuardTest.forceUnlockElsewhere(redis.server().uri(), "job");
-    assertThrows(ExecutionException.class, () -> first.get(20, TimeUnit.SECONDS));
+    CountDownLatch gate = firstCallLosesJob_reportHeldBack(cdi.select(LockClient.class).get(),
+        cdi.select(Job.class).get());
     CountDownLatch nextStarted = new CountDownLatch(1);
     Future<String> next = pool.submit(() -> {
       nextStarted.countDown();
@@ -138,6 +103,35 @@ class OnLossAttackTest {
     assertTrue(nextStarted.await(20, TimeUnit.SECONDS));
     gate.countDown();
     assertEquals("not interrupted", next.get(20, TimeUnit.SECONDS));
+  }
+
+  /**
+   * Call 1 on the pool's thread loses its hold of "job"; the report is held back on the client's
+   * event thread by a slow application listener (registered first) until the returned gate
+   * opens, after call 1 has returned. {@link Job#delivered} counts down once the report has
+   * passed every listener (one registered after the call's LossActions listener).
+   */
+  private CountDownLatch firstCallLosesJob_reportHeldBack(LockClient client, Job job)
+      throws Exception {
+    CountDownLatch gate = new CountDownLatch(1);
+    client.onLockLost(lost -> {
+      if (lost.lockName().equals("job")) {
+        Job.lossSeen.countDown();
+        awaitQuietly(gate);
+      }
+    });
+    Future<String> first = pool.submit(job::untilLossSeen);
+    awaitHeld(client);
+    client.onLockLost(lost -> {
+      if (lost.lockName().equals("job")) {
+        Job.delivered.countDown();
+      }
+    });
+    CommitGuardTest.forceUnlockElsewhere(redis.server().uri(), "job");
+    ExecutionException thrown = assertThrows(ExecutionException.class,
+        () -> first.get(20, TimeUnit.SECONDS));
+    assertInstanceOf(IllegalMonitorStateException.class, thrown.getCause(), "call 1 lost it");
+    return gate;
   }
 
   private void awaitHeld(LockClient client) {
