@@ -3,10 +3,8 @@ package dev.holdfast.cdi;
 import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockHold;
-import dev.holdfast.LockLost;
 import dev.holdfast.LockLostException;
 import dev.holdfast.Locked;
-import dev.holdfast.engine.EngineAccess;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -37,8 +35,8 @@ final class AsyncLockedCall {
   private final LockedOperation operation;
   private final Callable<Object> proceed;
   private final Function<Object, CompletionStage<?>> toStage;
-  /** For {@code onLoss = CANCEL}: the client's loss reports; else null. */
-  private final LossActions lossActions;
+  /** {@code onLoss = CANCEL}: a loss of the hold while the work runs cancels it. */
+  private final boolean cancelOnLoss;
   /** What the caller gets: the method's outcome, after the release. */
   private final CompletableFuture<Object> result = new CompletableFuture<>();
   private final AtomicBoolean released = new AtomicBoolean();
@@ -50,11 +48,11 @@ final class AsyncLockedCall {
   private volatile boolean lost;
 
   private AsyncLockedCall(LockedOperation operation, Callable<Object> proceed,
-      Function<Object, CompletionStage<?>> toStage, LossActions lossActions) {
+      Function<Object, CompletionStage<?>> toStage) {
     this.operation = operation;
     this.proceed = proceed;
     this.toStage = toStage;
-    this.lossActions = lossActions;
+    this.cancelOnLoss = operation.onLoss() == Locked.OnLoss.CANCEL;
   }
 
   /**
@@ -69,8 +67,7 @@ final class AsyncLockedCall {
   static CompletableFuture<Object> start(LockedOperation operation, LockClient client,
       LockTracing tracing, Object[] args, Callable<Object> proceed,
       Function<Object, CompletionStage<?>> toStage) {
-    AsyncLockedCall call = new AsyncLockedCall(operation, proceed, toStage,
-        operation.onLoss() == Locked.OnLoss.CANCEL ? LossActions.of(client) : null);
+    AsyncLockedCall call = new AsyncLockedCall(operation, proceed, toStage);
     call.result.whenComplete((value, failure) -> {
       if (call.result.isCancelled()) {
         call.cancelled();
@@ -106,9 +103,8 @@ final class AsyncLockedCall {
       release(null, null); // cancelled while acquiring: the method does not run
       return;
     }
-    Long owner = EngineAccess.ownerId(granted);
-    if (lossActions != null && owner != null) {
-      LossActions.Watch watch = lossActions.watch(granted.lockName(), owner, this::lost);
+    if (cancelOnLoss) {
+      LossActions.Watch watch = LossActions.watch(granted, this::lost);
       result.whenComplete((ignoredValue, ignoredFailure) -> watch.close());
       if (released.get()) {
         return; // lost already
@@ -122,13 +118,18 @@ final class AsyncLockedCall {
       Object returned = proceed.call();
       return returned == null ? null : toStage.apply(returned);
     };
+    // Seen by the commit guard of a transaction that begins in the method (@Transactional):
+    // it checks this hold when it commits, on return or when the result completes.
+    LockedCalls.Running running = LockedCalls.enter(granted, operation);
     try {
       stage = operation.fenced()
           ? FencingToken.callWith(LockedOperation.token(granted), invoke) : invoke.call();
     } catch (Throwable t) {
+      LockedCalls.exit(running);
       release(null, t);
       return;
     }
+    LockedCalls.exit(running);
     if (stage == null) {
       release(null, null);
       return;
@@ -175,16 +176,16 @@ final class AsyncLockedCall {
    * completes the result with a {@link CancellationException} whose cause names the lock; the
    * release, which can only report the loss again, is done but not waited for.
    */
-  private void lost(LockLost event) {
+  private void lost(String reason) {
     if (!released.compareAndSet(false, true)) {
       return; // the work ended first
     }
     lost = true;
-    LockLostException cause = new LockLostException(event.lockName(), "Lock '"
-        + event.lockName() + "' was lost while the @Locked(onLoss = CANCEL) call ran: "
-        + event.reason());
+    String lockName = hold.lockName();
+    LockLostException cause = new LockLostException(lockName, "Lock '" + lockName
+        + "' was lost while the @Locked(onLoss = CANCEL) call ran: " + reason);
     CancellationException cancelled = new CancellationException("The call was cancelled: lock '"
-        + event.lockName() + "' was lost");
+        + lockName + "' was lost");
     cancelled.initCause(cause);
     cancelWork();
     operation.releaseAsync(hold, startedNanos).whenComplete((ignored, error) ->

@@ -25,10 +25,11 @@ import java.util.Map;
  * held, without blocking the caller, and holds it until its result completes
  * ({@link AsyncLockedCall}, {@link UniLocked}).
  *
- * <p>While a blocking call runs, it is on its thread's list of {@link LockedCalls}, whose holds
- * the commit guard checks before a transaction begun inside the call commits
- * ({@link TransactionBegun}); with {@code onLoss = INTERRUPT} it is watched for a loss
- * ({@link LossActions}), and the interrupt a loss set is taken back before the call returns.
+ * <p>While a call's method runs, the call is on its thread's list of {@link LockedCalls}, whose
+ * holds the commit guard checks before a transaction begun inside the call commits
+ * ({@link TransactionBegun}) — also after the call, if the hold was lost while it ran. With
+ * {@code onLoss = INTERRUPT} a blocking call's hold is watched for a loss ({@link LossActions}),
+ * and the interrupt a loss set is taken back before the call returns.
  *
  * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
  * are looked up once, at construction. The bean class is the one the container reports
@@ -86,7 +87,7 @@ public class LockedInterceptor {
     // Seen by the commit guard of transactions that begin inside this call.
     LockedCalls.Running running = LockedCalls.enter(lock, operation);
     LossActions.Watch interruption = operation.onLoss() == Locked.OnLoss.INTERRUPT
-        ? new LossActions.Interruption(LossActions.of(client), lock.getName()) : null;
+        ? new LossActions.Interruption(lock) : null;
     try {
       return operation.fenced()
           ? FencingToken.callWith(LockedOperation.token(lock), ctx::proceed)

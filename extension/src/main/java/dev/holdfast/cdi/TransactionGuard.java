@@ -39,7 +39,11 @@ public final class TransactionGuard implements Synchronization {
   private final TransactionSynchronizationRegistry registry;
   private final List<Guarded> holds = new CopyOnWriteArrayList<>();
 
-  /** A hold to check, and, for a {@code @Locked} call, the call (not checked once it ended). */
+  /**
+   * A hold to check, and, for a {@code @Locked} call, the call (so that a call is guarded once).
+   * A call's hold is checked {@linkplain HoldCheck#ofLockedCall until its release}: a transaction
+   * completed after the call passes if the call released the hold, and fails if it was lost.
+   */
   private record Guarded(HoldCheck hold, boolean inRedis, LockedCalls.Running call) {
   }
 
@@ -83,8 +87,7 @@ public final class TransactionGuard implements Synchronization {
     }
     for (LockedCalls.Running call : calls) {
       if (guard.holds.stream().noneMatch(g -> g.call() == call)) {
-        guard.holds.add(new Guarded(HoldCheck.ofThread(call.lock),
-            call.operation.verifyInRedis(), call));
+        guard.holds.add(new Guarded(call.check(), call.operation.verifyInRedis(), call));
       }
     }
   }
@@ -150,9 +153,6 @@ public final class TransactionGuard implements Synchronization {
       return; // rolled back anyway
     }
     for (Guarded guarded : holds) {
-      if (guarded.call() != null && guarded.call().ended) {
-        continue; // its lock was released before the commit: nothing left to guard
-      }
       String reason = guarded.hold().verify(guarded.inRedis());
       if (reason != null) {
         throw fail(guarded.hold(), reason);
@@ -162,8 +162,8 @@ public final class TransactionGuard implements Synchronization {
 
   /** Marks the transaction rollback-only; the exception says why, for the commit's caller. */
   private LockLostException fail(HoldCheck hold, String reason) {
-    LockLostException lost = new LockLostException(hold.lockName(), "Lock '" + hold.lockName()
-        + "' is no longer held, so the transaction must not commit: " + reason);
+    LockLostException lost = new LockLostException(hold.lockName(), "The transaction must not "
+        + "commit: lock '" + hold.lockName() + "' " + reason);
     try {
       registry.setRollbackOnly();
     } catch (RuntimeException e) {

@@ -1,14 +1,17 @@
 package dev.holdfast.engine;
 
+import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockHold;
 import java.util.Objects;
 import java.util.concurrent.CompletionStage;
+import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
  * How {@code dev.holdfast.cdi} reaches the engine behind a {@link LockClient} (for
- * {@code @Locked} templates and health checks, and the end of a {@link LockHold}) without the public API exposing it: the JDK's
+ * {@code @Locked} templates and health checks, the end of a {@link LockHold}, and what a loss
+ * does to a running {@code @Locked} call) without the public API exposing it: the JDK's
  * "shared secrets" idiom. {@code LockClient} installs the accessor when its class initialises,
  * which has happened before anyone holds a client.
  *
@@ -50,11 +53,30 @@ public final class EngineAccess {
   }
 
   /**
-   * {@return the owner id that {@code hold}'s {@link dev.holdfast.LockLost} reports as
-   * {@code threadId}}, or {@code null} for a hold of another implementation
+   * Runs {@code action} with the reason, once, if the calling thread's hold of {@code lock} — the
+   * hold it has now, never a later one — is lost before the returned removal runs; for
+   * {@code @Locked(onLoss = INTERRUPT)}. The action runs on the client's event thread after the
+   * {@link dev.holdfast.LockLost} listeners of that loss (at once if the hold was lost already),
+   * and must be quick. The hold's first watch is kept: while one is set (a reentrant call of the
+   * same lock), and for a thread that holds nothing or a lock of another implementation, the
+   * removal does nothing and the action never runs.
    */
-  public static Long ownerId(LockHold hold) {
-    return hold instanceof OwnedLockHold owned ? owned.ownerId : null;
+  public static Runnable watchLoss(DistributedLock lock, Consumer<String> action) {
+    if (lock instanceof RedisLock redis) {
+      return redis.engine().watchLoss(redis.holdOf(Thread.currentThread().getId()), action);
+    }
+    return () -> { };
+  }
+
+  /**
+   * {@link #watchLoss(DistributedLock, Consumer)} for {@code hold}, on any thread; for
+   * {@code @Locked(onLoss = CANCEL)}.
+   */
+  public static Runnable watchLoss(LockHold hold, Consumer<String> action) {
+    if (hold instanceof OwnedLockHold owned) {
+      return owned.lock().engine().watchLoss(owned.hold(), action);
+    }
+    return () -> { };
   }
 
   /** {@return the engine behind {@code client}} */

@@ -5,6 +5,7 @@ import java.util.ArrayDeque;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.AtomicReferenceFieldUpdater;
 
 /**
  * What this client believes one thread holds of one lock: a mirror of what the scripts did.
@@ -84,6 +85,10 @@ final class Hold {
   private volatile boolean ending;
   /** When {@link #ending} was set (nanoTime). */
   private volatile long endingSince;
+  /** What to do if this hold is lost ({@link LossWatch}); null if nobody watches. */
+  private volatile LossWatch lossWatch;
+  private static final AtomicReferenceFieldUpdater<Hold, LossWatch> LOSS_WATCH =
+      AtomicReferenceFieldUpdater.newUpdater(Hold.class, LossWatch.class, "lossWatch");
   /** Guarded by this. */
   ScheduledFuture<?> deadlineTask;
   /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
@@ -158,6 +163,33 @@ final class Hold {
   /** Whether the hold is active and its lease certainly not over at {@code now}. */
   boolean believedAt(long now) {
     return active() && now - confirmedUntil < 0;
+  }
+
+  /**
+   * Whether the hold ended by its owner's final release (or keep) and was never lost: whatever
+   * relied on it until that release was not let down.
+   */
+  synchronized boolean releasedUnlost() {
+    return retired && active();
+  }
+
+  /**
+   * Sets {@code watch} as this hold's watch, unless it has one.
+   *
+   * @return whether it was set; the caller must then see whether the hold was lost already
+   */
+  boolean watch(LossWatch watch) {
+    return LOSS_WATCH.compareAndSet(this, null, watch);
+  }
+
+  /** Removes {@code watch}, if it is this hold's watch. */
+  void unwatch(LossWatch watch) {
+    LOSS_WATCH.compareAndSet(this, watch, null);
+  }
+
+  /** {@return this hold's watch, or null} Read after {@link #lose} marked the hold. */
+  LossWatch lossWatch() {
+    return lossWatch;
   }
 
   /**

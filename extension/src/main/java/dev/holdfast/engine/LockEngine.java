@@ -582,12 +582,48 @@ public final class LockEngine implements AutoCloseable {
     LOG.log(Level.WARNING, "Lock '" + hold.names.name() + "' held by " + hold.ownerName()
         + " was lost: " + reason);
     LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, detectedAt);
+    LossWatch watch = hold.lossWatch(); // read after the mark: see watchLoss
     try {
-      events.execute(() -> deliver(event));
+      events.execute(() -> {
+        deliver(event);
+        if (watch != null) {
+          watch.fire(reason); // after the listeners, which see the report while the call runs
+        }
+      });
     } catch (RejectedExecutionException e) {
       // the client is closed: nobody is listening any more
     }
     return true;
+  }
+
+  /**
+   * Runs {@code action} with the reason, once, if {@code hold} — this hold, not a later one of the
+   * same lock and owner — is lost before the returned removal runs: on the event thread, after
+   * the {@link LockLost} listeners of that loss; a hold lost already is reported to it at once
+   * (on the event thread too). A hold watched already keeps its watch: the returned removal then
+   * does nothing, and so it does for a null {@code hold}. For {@code @Locked(onLoss)}; the
+   * action must be quick and must not block.
+   */
+  Runnable watchLoss(Hold hold, Consumer<String> action) {
+    Objects.requireNonNull(action, "action");
+    LossWatch watch = new LossWatch(action);
+    if (hold == null || !hold.watch(watch)) {
+      return () -> { };
+    }
+    // The watch is set before the loss mark is read here, and lose() marks before it reads the
+    // watch: one of the two sees the other (both may: the watch fires once).
+    if (!hold.active()) {
+      String reason = hold.lostReason();
+      try {
+        events.execute(() -> watch.fire(reason));
+      } catch (RejectedExecutionException e) {
+        // the client is closed: nobody is told any more
+      }
+    }
+    return () -> {
+      watch.close();
+      hold.unwatch(watch);
+    };
   }
 
   private void deliver(LockLost event) {

@@ -1620,13 +1620,23 @@ final class RedisLock implements FencedLock {
 
   /**
    * The commit guard's check of {@code hold} ({@link HoldCheck}): believed (not lost, not
-   * released, within its local deadline; no I/O), then, with {@code inRedis}, its field
-   * confirmed in Redis by an answer that came within the local deadline. A field Redis no
-   * longer has is a loss, reported as a renewal would report it. Any thread.
+   * released nor being released, within its local deadline; no I/O), then, with
+   * {@code inRedis}, its field confirmed in Redis by an answer that came within the local
+   * deadline. A field Redis no longer has is a loss, reported as a renewal would report it —
+   * unless the owner's final call is in flight ({@link Hold#ending()}), which removes the field
+   * itself: a release is never reported as a loss. Any thread.
    *
-   * @return null if the hold passed, else why not
+   * @param untilReleased whether the check relies on the hold only until its owner releases it
+   *     (a {@code @Locked} call's hold): a hold that ended by its release, never lost, passes
+   * @return null if the hold passed, else why not, as what befell the lock ("was lost: …")
    */
-  String commitCheck(Hold hold, boolean inRedis) {
+  String commitCheck(Hold hold, boolean inRedis, boolean untilReleased) {
+    if (hold == null) {
+      return "was not held";
+    }
+    if (untilReleased && hold.releasedUnlost()) {
+      return null;
+    }
     String reason = notLive(hold);
     if (reason != null || !inRedis) {
       return reason;
@@ -1636,31 +1646,30 @@ final class RedisLock implements FencedLock {
       present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
           hold.field));
     } catch (RuntimeException e) {
-      engine.observer().redisError("query",
-          e instanceof redis.clients.jedis.exceptions.JedisConnectionException);
-      return "its hold could not be confirmed in Redis: " + e.getMessage();
+      boolean unreachable = e instanceof redis.clients.jedis.exceptions.JedisConnectionException;
+      engine.observer().redisError("query", unreachable);
+      return "could not be confirmed in Redis: " + (unreachable ? "Redis did not answer"
+          : "Redis answered with an error") + " (" + e.getMessage() + "); the hold itself is "
+          + "not known to be lost";
     }
-    if (present) {
-      return notLive(hold); // an answer after the local deadline confirms nothing
+    // Absent while the owner's final call is in flight, or after it: the release took it.
+    if (!present && !hold.ending() && hold.count() > 0 && holdOf(hold.threadId) == hold) {
+      engine.lose(hold, LossCause.GONE, "the check before a commit found the lock no longer "
+          + "held in Redis: it expired, was force-unlocked, or was lost in a Redis restart or "
+          + "failover");
     }
-    if (hold.count() == 0 || holdOf(hold.threadId) != hold) {
-      return notLive(hold); // released meanwhile (by an owner object's other thread)
-    }
-    engine.lose(hold, LossCause.GONE, "the check before a commit found the lock no longer "
-        + "held in Redis: it expired, was force-unlocked, or was lost in a Redis restart or "
-        + "failover");
-    return hold.active() ? null : hold.lostReason();
-  }
-
-  /** Null if {@code hold} is live ({@link LockEngine#live}), else why not. */
-  private String notLive(Hold hold) {
-    if (hold == null) {
-      return "it was not held";
-    }
-    if (engine.live(hold) && holdOf(hold.threadId) == hold) {
+    if (untilReleased && hold.releasedUnlost()) {
       return null;
     }
-    return hold.active() ? "it was released" : hold.lostReason();
+    return notLive(hold); // also: an answer after the local deadline confirms nothing
+  }
+
+  /** Null if {@code hold} is live ({@link LockEngine#live}) and not being released, else why. */
+  private String notLive(Hold hold) {
+    if (engine.live(hold) && holdOf(hold.threadId) == hold) {
+      return hold.ending() ? "was being released" : null;
+    }
+    return hold.active() ? "was released" : "was lost: " + hold.lostReason();
   }
 
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */

@@ -31,7 +31,6 @@ import org.jboss.weld.environment.se.WeldContainer;
 import org.jboss.weld.junit5.WeldInitiator;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -186,7 +185,6 @@ class CommitGuardAttackTest {
    * (GONE), and the successful release then fails with the loss.
    */
   @Test
-  @Disabled("DEFECT: REDIS check reports LockLost for a LockHold whose release is in flight")
   void lockHoldReleasedOnAnotherThread_duringTheCheck_isNoLoss() throws Exception {
     try (FaultProxy proxy = new FaultProxy(redis.server().port());
         LockClient client = client(proxy.uri(), "holdfast.redis.timeout", "20s");
@@ -217,8 +215,6 @@ class CommitGuardAttackTest {
    * commits.
    */
   @Test
-  @Disabled("DEFECT: a transaction begun in a @Locked call whose hold was lost commits once the "
-      + "call has returned")
   void transactionBegunInsideLocked_lossDuringTheCall_committedAfterIt_rollsBack()
       throws Exception {
     try (TestConfig c = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
@@ -248,8 +244,6 @@ class CommitGuardAttackTest {
    * a loss during the transaction does not stop its commit.
    */
   @Test
-  @Disabled("DEFECT: the transaction of an asynchronous (CompletionStage) @Locked @Transactional "
-      + "method is not guarded: it commits after the lock was lost")
   void asyncLockedTransactional_lossDuringTheTransaction_rollsBack() throws Exception {
     try (TestConfig c = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
         "holdfast.watchdog-timeout", "600ms")); WeldContainer cdi = start()) {

@@ -21,7 +21,6 @@ import org.jboss.weld.environment.se.WeldContainer;
 import org.jboss.weld.junit5.WeldInitiator;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -66,8 +65,6 @@ class OnLossAttackTest {
    * wrong call, whose hold is fine.
    */
   @Test
-  @Disabled("DEFECT: a late LockLost of an earlier call interrupts the next @Locked call of the "
-      + "same lock on the same pool thread")
   void interrupt_lateReportOfAnEarlierCallsLoss_leavesTheNextCallAlone() throws Exception {
     LockClient client = cdi.select(LockClient.class).get();
     Job job = cdi.select(Job.class).get();
