@@ -24,13 +24,15 @@ import java.util.Objects;
  * resource's work is done and before the transaction manager prepares them, the hold is checked
  * ({@link Check}); if it is no longer held the transaction is marked rollback-only and the commit
  * fails with the transaction manager's {@code RollbackException}, whose cause chain holds a
- * {@link LockLostException} naming the lock and why it was lost. A transaction that is rolled
- * back anyway is not checked.
+ * {@link LockLostException} naming the lock and what befell it: lost (and why), released or
+ * being released, or — {@link Check#REDIS} without an answer — not confirmed in Redis. A
+ * transaction that is rolled back anyway is not checked.
  *
  * <p>Several registrations with one transaction share one synchronization, which checks every
  * hold in the order registered and fails at the first that is not held. A hold of a
  * {@link DistributedLock} is the registering thread's hold at the time of the registration: a
- * hold released and taken again later is another hold, and fails the check. A multi-lock needs
+ * hold released and taken again later is another hold, and fails the check; so does a hold whose
+ * release is in flight when the check runs. A multi-lock needs
  * every member held, a RedLock a majority (as its own {@code isHeldByThread} counts).
  * {@code @Locked} methods are registered on their own (see {@link Locked}); registering their
  * lock again is harmless.
@@ -54,7 +56,9 @@ public final class CommitGuard {
     LOCAL,
     /**
      * {@link #LOCAL}, then one round trip that confirms the holder's entry in Redis, answered
-     * within the local deadline; a hold found gone is reported lost ({@link LockLost}, once).
+     * within the local deadline; a hold found gone is reported lost ({@link LockLost}, once) —
+     * unless its release is in flight (a {@link LockHold} released on another thread), which
+     * removes the entry itself: the check then fails, and nothing is reported lost.
      * Blocks the committing thread for that round trip (at most the client's
      * {@code holdfast.redis.timeout}); a Redis that does not answer confirms nothing, so the
      * transaction rolls back (the hold itself is not declared lost for that).

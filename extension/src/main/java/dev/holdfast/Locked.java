@@ -100,9 +100,14 @@ import java.lang.annotation.Target;
  *       JNDI) is guarded only with
  *       {@link CommitGuard#register(DistributedLock, CommitGuard.Check)}. A transaction that was
  *       already active when the call began (the lock taken inside it) commits after the lock is
- *       released: nothing can guard that order, so put {@code @Locked} outside. Asynchronous
- *       methods are not guarded (their work runs on other threads): use {@code CommitGuard} there.
- *       Without a transaction manager nothing of this is active.</li>
+ *       released: nothing can guard that order, so put {@code @Locked} outside. The call's hold
+ *       is relied on until the call releases it: a transaction begun inside the call and
+ *       completed after it returned commits if the hold was released normally, and rolls back if
+ *       it was lost while the call ran. An asynchronous method counts as running while it runs
+ *       and returns its result, so {@code @Transactional} on it is guarded too (its transaction
+ *       commits on return, or in Quarkus when the result completes: before the release either
+ *       way); a transaction its later stages begin on other threads is not — use
+ *       {@code CommitGuard} there. Without a transaction manager nothing of this is active.</li>
  *   <li>{@link #onLoss()} chooses what a loss does to the call while it runs: nothing (the
  *       default), interrupt its thread (blocking methods) or cancel its result (asynchronous
  *       ones); see {@link OnLoss}.</li>

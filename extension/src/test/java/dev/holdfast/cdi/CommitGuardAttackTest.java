@@ -167,6 +167,10 @@ class CommitGuardAttackTest {
         proxy.blackHole(true);
         RollbackException thrown = assertThrows(RollbackException.class, () -> tm().commit());
         assertNotNull(CommitGuardTest.lockLost(thrown), "says why");
+        String message = CommitGuardTest.lockLost(thrown).getMessage();
+        assertTrue(message.contains("'outage' could not be confirmed in Redis"), message);
+        assertTrue(!message.contains("was lost") && !message.contains("no longer held"),
+            "an outage is not called a loss: " + message);
         assertEquals(List.of(Status.STATUS_ROLLEDBACK), OUTCOMES);
         proxy.blackHole(false);
         assertTrue(lock.isHeldByCurrentThread(), "still held once Redis answers");
@@ -235,6 +239,44 @@ class CommitGuardAttackTest {
         }
       }
       assertEquals(List.of(Status.STATUS_ROLLEDBACK), OUTCOMES);
+    }
+  }
+
+  /**
+   * The other side of the probe above: a transaction begun inside a {@code @Locked} call whose
+   * hold was released normally commits after the call, as before.
+   */
+  @Test
+  void transactionBegunInsideLocked_untouchedLock_committedAfterTheCall_commits()
+      throws Exception {
+    try (TestConfig c = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.watchdog-timeout", "600ms")); WeldContainer cdi = start()) {
+      Tally tally = cdi.select(Tally.class).get();
+      TransactionManager transactions = cdi.select(TransactionManager.class).get();
+      tally.beginOnly(() -> CommitGuardTest.sleep(300)); // a renewal or so during the call
+      assertEquals(Status.STATUS_ACTIVE, transactions.getStatus(), "begun inside, still open");
+      transactions.commit();
+      assertEquals(List.of(Status.STATUS_COMMITTED), OUTCOMES);
+    }
+  }
+
+  /** An asynchronous {@code @Locked @Transactional} method with an untouched lock commits. */
+  @Test
+  void asyncLockedTransactional_untouchedLock_commits() throws Exception {
+    try (TestConfig c = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
+        "holdfast.watchdog-timeout", "600ms", "holdfast.locked.verify-before-commit", "redis"));
+        WeldContainer cdi = start()) {
+      List<LockLost> losses = new CopyOnWriteArrayList<>();
+      cdi.select(LockClient.class).get().onLockLost(losses::add);
+      Tally tally = cdi.select(Tally.class).get();
+      for (int i = 0; i < 5; i++) {
+        assertEquals("written", tally.asyncWrite(() -> CommitGuardTest.sleep(50))
+            .toCompletableFuture().get(30, TimeUnit.SECONDS));
+      }
+      assertEquals(5, OUTCOMES.size());
+      assertTrue(OUTCOMES.stream().allMatch(s -> s == Status.STATUS_COMMITTED),
+          "no false rollback: " + OUTCOMES);
+      assertTrue(losses.isEmpty(), "no false loss: " + losses);
     }
   }
 

@@ -103,6 +103,27 @@ class OnLossAttackTest {
   }
 
   /**
+   * A reentrant {@code INTERRUPT} call of the same lock on the same thread: one hold, one watch
+   * (the outer call's). The loss interrupts the inner call's sleep; the outer call takes the
+   * interrupt back, so the pool's thread is clean afterwards.
+   */
+  @Test
+  void interrupt_reentrantCallsOfOneLock_interruptOnce_andTheThreadReturnsClean()
+      throws Exception {
+    Job job = cdi.select(Job.class).get();
+    Job.innerStarted = new CountDownLatch(1);
+    Future<String> call = pool.submit(job::outer);
+    assertTrue(Job.innerStarted.await(20, TimeUnit.SECONDS));
+    CommitGuardTest.forceUnlockElsewhere(redis.server().uri(), "nest");
+    ExecutionException thrown = assertThrows(ExecutionException.class,
+        () -> call.get(20, TimeUnit.SECONDS));
+    assertInstanceOf(IllegalMonitorStateException.class, thrown.getCause(), "the loss");
+    assertEquals("interrupted", Job.outcome, "the inner call's sleep was interrupted");
+    assertFalse(pool.submit(() -> Thread.currentThread().isInterrupted()).get(10,
+        TimeUnit.SECONDS), "the pool's thread has no pending interrupt");
+  }
+
+  /**
    * Call 1 on the pool's thread loses its hold of "job"; the report is held back on the client's
    * event thread by a slow application listener (registered first) until the returned gate
    * opens, after call 1 has returned. {@link Job#delivered} counts down once the report has
@@ -150,6 +171,28 @@ class OnLossAttackTest {
     static volatile CountDownLatch delivered;
     static final CountDownLatch secondStarted = new CountDownLatch(1);
     static volatile String outcome;
+    static volatile CountDownLatch innerStarted;
+    @jakarta.inject.Inject
+    Job self;
+
+    @Locked(value = "nest", onLoss = Locked.OnLoss.INTERRUPT)
+    public String outer() {
+      return self.inner();
+    }
+
+    /** Sleeps until interrupted; keeps the interrupt, as well-behaved code does. */
+    @Locked(value = "nest", onLoss = Locked.OnLoss.INTERRUPT)
+    public String inner() {
+      innerStarted.countDown();
+      try {
+        Thread.sleep(60_000);
+        outcome = "slept";
+      } catch (InterruptedException e) {
+        outcome = "interrupted";
+        Thread.currentThread().interrupt();
+      }
+      return outcome;
+    }
 
     /** Runs until the loss of its hold has reached the application's listener. */
     @Locked(value = "job", onLoss = Locked.OnLoss.INTERRUPT)
