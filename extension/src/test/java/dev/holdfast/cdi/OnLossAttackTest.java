@@ -61,8 +61,8 @@ class OnLossAttackTest {
    * Call 1 on a pool thread loses its hold of "job"; the report waits on the client's event
    * thread behind a slow listener of the application. Call 1 returns (its release reports the
    * loss); call 2, the thread's next task, takes "job" afresh and is running when the old report
-   * is delivered: it matches call 2's watch (same lock name, same thread id) and interrupts the
-   * wrong call, whose hold is fine.
+   * is delivered: it must leave call 2, whose hold is fine, alone. (Was: the report matched call
+   * 2's watch by lock name and thread id, and interrupted the wrong call.)
    */
   @Test
   void interrupt_lateReportOfAnEarlierCallsLoss_leavesTheNextCallAlone() throws Exception {
