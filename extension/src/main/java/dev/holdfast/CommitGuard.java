@@ -55,6 +55,8 @@ public final class CommitGuard {
    * synchronization registry is looked up through CDI ({@code CDI.current()}), then JNDI
    * ({@code java:comp/TransactionSynchronizationRegistry}).
    *
+   * @param hold  the hold the transaction relies on
+   * @param check how to check it before the commit
    * @throws IllegalStateException if no transaction is active on this thread, or no registry
    *     can be found
    * @throws LockLostException if {@code hold} is already lost or released; the transaction is
@@ -68,6 +70,8 @@ public final class CommitGuard {
    * Guards the transaction active on this thread with this thread's hold of {@code lock} (any
    * kind, composites included), looking up the registry as {@link #register(LockHold, Check)}.
    *
+   * @param lock  the lock whose hold by this thread the transaction relies on
+   * @param check how to check it before the commit
    * @throws IllegalStateException if no transaction is active, or no registry can be found
    * @throws LockLostException if this thread does not hold {@code lock}; the transaction is then
    *     marked rollback-only
@@ -79,6 +83,12 @@ public final class CommitGuard {
   /**
    * {@link #register(LockHold, Check)} with the given registry: for plain Java with a
    * standalone transaction manager.
+   *
+   * @param registry the transaction manager's synchronization registry
+   * @param hold     the hold the transaction relies on
+   * @param check    how to check it before the commit
+   * @throws IllegalStateException if no transaction is active on this thread
+   * @throws LockLostException if {@code hold} is already lost or released
    */
   public static void register(TransactionSynchronizationRegistry registry, LockHold hold,
       Check check) {
@@ -88,6 +98,12 @@ public final class CommitGuard {
   /**
    * {@link #register(DistributedLock, Check)} with the given registry: for plain Java with a
    * standalone transaction manager.
+   *
+   * @param registry the transaction manager's synchronization registry
+   * @param lock     the lock whose hold by this thread the transaction relies on
+   * @param check    how to check it before the commit
+   * @throws IllegalStateException if no transaction is active on this thread
+   * @throws LockLostException if this thread does not hold {@code lock}
    */
   public static void register(TransactionSynchronizationRegistry registry, DistributedLock lock,
       Check check) {

@@ -41,6 +41,12 @@ public record LockAtRisk(String lockName, String template, long threadId, Durati
   /**
    * A report; Holdfast creates them, applications only receive them.
    *
+   * @param lockName   the lock's name
+   * @param template   the {@code @Locked} template, or the lock name
+   * @param threadId   the holding thread's id, or a {@link LockHold}'s owner id
+   * @param timeLeft   how long the hold is still believed, from {@code detectedAt}
+   * @param lastError  what the failing renewal saw
+   * @param detectedAt when the failing renewal was noticed
    * @throws NullPointerException if any reference is {@code null}
    * @throws IllegalArgumentException if {@code timeLeft} is negative
    */

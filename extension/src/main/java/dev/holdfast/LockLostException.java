@@ -11,6 +11,7 @@ import java.util.Objects;
 public class LockLostException extends LockException {
   private static final long serialVersionUID = 1L;
 
+  /** The name of the lost lock. */
   private final String lockName;
 
   /**

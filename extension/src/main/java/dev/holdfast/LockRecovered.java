@@ -22,6 +22,11 @@ public record LockRecovered(String lockName, String template, long threadId, Dur
   /**
    * A report; Holdfast creates them, applications only receive them.
    *
+   * @param lockName   the lock's name
+   * @param template   the {@code @Locked} template, or the lock name
+   * @param threadId   the holding thread's id, or a {@link LockHold}'s owner id
+   * @param atRiskFor  how long the episode lasted
+   * @param detectedAt when the confirming renewal was answered
    * @throws NullPointerException if any reference is {@code null}
    */
   public LockRecovered {
