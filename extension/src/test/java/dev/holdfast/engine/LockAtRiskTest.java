@@ -113,24 +113,19 @@ class LockAtRiskTest {
     });
     DistributedLock lock = handle(client, kind, "outage");
     lock.lock();
-    proxy.blackHole(true);
-    try {
-      LockLost lost = reports.await(LockLost.class, Duration.ofSeconds(15));
-      assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
-      LockAtRisk risk = (LockAtRisk) reports.heard.get(0).event();
-      assertEquals("outage", risk.lockName());
-      assertEquals("outage", risk.template());
-      assertEquals(Thread.currentThread().getId(), risk.threadId());
-      assertEquals(lost.threadId(), risk.threadId());
-      assertTrue(risk.timeLeft().compareTo(Duration.ZERO) > 0
-          && risk.timeLeft().compareTo(Duration.ofMillis(1500)) < 0, risk::toString);
-      assertFalse(risk.lastError().isBlank(), risk::toString);
-      assertFalse(risk.detectedAt().isAfter(lost.detectedAt()), reports::toString);
-      assertTrue(reports.heard.stream().allMatch(h -> h.thread().endsWith("-events")),
-          "listeners run on the client's event thread: " + reports.heard);
-    } finally {
-      proxy.blackHole(false);
-    }
+    LockLost lost = inOutageUntil(reports, LockLost.class, Duration.ofSeconds(15));
+    assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
+    LockAtRisk risk = (LockAtRisk) reports.heard.get(0).event();
+    assertEquals("outage", risk.lockName());
+    assertEquals("outage", risk.template());
+    assertEquals(Thread.currentThread().getId(), risk.threadId());
+    assertEquals(lost.threadId(), risk.threadId());
+    assertTrue(risk.timeLeft().compareTo(Duration.ZERO) > 0
+        && risk.timeLeft().compareTo(Duration.ofMillis(1500)) < 0, risk::toString);
+    assertFalse(risk.lastError().isBlank(), risk::toString);
+    assertFalse(risk.detectedAt().isAfter(lost.detectedAt()), reports::toString);
+    assertTrue(reports.heard.stream().allMatch(h -> h.thread().endsWith("-events")),
+        "listeners run on the client's event thread: " + reports.heard);
     assertThrows(IllegalMonitorStateException.class, lock::unlock, "the loss is reported");
   }
 
@@ -142,16 +137,11 @@ class LockAtRiskTest {
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("slow-outage");
     lock.lock();
-    proxy.blackHole(true);
-    try {
-      reports.await(LockLost.class, Duration.ofSeconds(15));
-      assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
-      LockAtRisk risk = (LockAtRisk) reports.heard.get(0).event();
-      assertTrue(risk.lastError().contains("not answered"), risk::toString);
-      assertTrue(risk.timeLeft().compareTo(Duration.ZERO) > 0, risk::toString);
-    } finally {
-      proxy.blackHole(false);
-    }
+    inOutageUntil(reports, LockLost.class, Duration.ofSeconds(15));
+    assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
+    LockAtRisk risk = (LockAtRisk) reports.heard.get(0).event();
+    assertTrue(risk.lastError().contains("not answered"), risk::toString);
+    assertTrue(risk.timeLeft().compareTo(Duration.ZERO) > 0, risk::toString);
     assertThrows(IllegalMonitorStateException.class, lock::unlock);
   }
 
@@ -163,13 +153,7 @@ class LockAtRiskTest {
     Reports reports = Reports.on(client);
     DistributedLock lock = handle(client, kind, "brief");
     lock.lock();
-    proxy.blackHole(true);
-    LockAtRisk risk;
-    try {
-      risk = reports.await(LockAtRisk.class, Duration.ofSeconds(10));
-    } finally {
-      proxy.blackHole(false);
-    }
+    LockAtRisk risk = inOutageUntil(reports, LockAtRisk.class, Duration.ofSeconds(10));
     LockRecovered recovered = reports.await(LockRecovered.class, Duration.ofSeconds(10));
     assertEquals(List.of(LockAtRisk.class, LockRecovered.class), reports.kinds(),
         reports::toString);
@@ -224,13 +208,7 @@ class LockAtRiskTest {
     LockClient client = proxied("3s", "200ms");
     Reports reports = Reports.on(client);
     LockHold hold = client.getLock("owned").acquire(null, null);
-    proxy.blackHole(true);
-    LockAtRisk risk;
-    try {
-      risk = reports.await(LockAtRisk.class, Duration.ofSeconds(10));
-    } finally {
-      proxy.blackHole(false);
-    }
+    LockAtRisk risk = inOutageUntil(reports, LockAtRisk.class, Duration.ofSeconds(10));
     assertTrue(risk.threadId() < 0, risk::toString);
     assertTrue(hold.toString().contains(Long.toString(risk.threadId())), hold::toString);
     LockRecovered recovered = reports.await(LockRecovered.class, Duration.ofSeconds(10));
@@ -246,12 +224,7 @@ class LockAtRiskTest {
     LockClient client = proxied("1500ms", "200ms");
     Reports reports = Reports.on(client);
     LockHold hold = client.getLock("owned-lost").acquire(null, null);
-    proxy.blackHole(true);
-    try {
-      reports.await(LockLost.class, Duration.ofSeconds(15));
-    } finally {
-      proxy.blackHole(false);
-    }
+    inOutageUntil(reports, LockLost.class, Duration.ofSeconds(15));
     assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
     assertThrows(IllegalMonitorStateException.class, hold::release);
   }
@@ -263,12 +236,7 @@ class LockAtRiskTest {
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("fixed");
     lock.lock(1200, TimeUnit.MILLISECONDS);
-    proxy.blackHole(true);
-    try {
-      reports.await(LockLost.class, Duration.ofSeconds(10));
-    } finally {
-      proxy.blackHole(false);
-    }
+    inOutageUntil(reports, LockLost.class, Duration.ofSeconds(10));
     assertEquals(List.of(LockLost.class), reports.kinds(), reports::toString);
   }
 
@@ -279,12 +247,7 @@ class LockAtRiskTest {
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("released");
     lock.lock();
-    proxy.blackHole(true);
-    try {
-      reports.await(LockAtRisk.class, Duration.ofSeconds(10));
-    } finally {
-      proxy.blackHole(false);
-    }
+    inOutageUntil(reports, LockAtRisk.class, Duration.ofSeconds(10));
     // The renewal that would confirm it comes a whole renewal period later: unlock first.
     assertDoesNotThrow(lock::unlock);
     LockEngine engine = Clients.engine(client);
@@ -298,6 +261,16 @@ class LockAtRiskTest {
     assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
     assertEquals("released", ((LockAtRisk) reports.heard.get(0).event()).lockName());
     assertThrows(IllegalMonitorStateException.class, marker::unlock);
+  }
+
+  /** Makes Redis unreachable for the proxied client until it reports a {@code type}. */
+  private <E> E inOutageUntil(Reports reports, Class<E> type, Duration timeout) {
+    proxy.blackHole(true);
+    try {
+      return reports.await(type, timeout);
+    } finally {
+      proxy.blackHole(false);
+    }
   }
 
   private static DistributedLock handle(LockClient client, String kind, String name) {
