@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Keeps watchdog holds alive: every third of the watchdog timeout, a round renews every such hold
@@ -25,14 +26,15 @@ import java.util.concurrent.TimeUnit;
  * lost holds that owe nothing, and gives up holds whose thread ended without unlocking (or whose
  * {@link dev.holdfast.LockHold} was garbage collected without release).
  *
- * <p>A round never throws: a Redis error is logged once per outage and the next round tries
- * again. A hold whose renewals keep failing is declared lost by its deadline timer
- * ({@link LockEngine#watchDeadline}), not here.
+ * <p>A round never throws: a Redis error is logged once per outage, and an extra round a
+ * quarter of the renewal period later tries again ({@link #retrySoon()}). A hold whose
+ * renewals keep failing is declared lost by its deadline timer ({@link LockEngine#watchDeadline}),
+ * not here.
  *
  * <p><b>At risk.</b> A renewal that fails (no answer, an error, replicas that did not
  * acknowledge) or is still unanswered when the next round comes puts a hold that is still
  * believed at risk ({@link LockEngine#atRisk}); the next renewal applied to it ends the episode
- * ({@link LockEngine#recovered}). A renewal that finds the hold gone is a loss, not a risk.
+ * ({@link LockEngine#renewed}). A renewal that finds the hold gone is a loss, not a risk.
  */
 final class LeaseWatchdog {
   private static final System.Logger LOG = System.getLogger(LeaseWatchdog.class.getName());
@@ -52,11 +54,16 @@ final class LeaseWatchdog {
   /** Nodes whose renewals are in flight, with when they were sent (nanoTime). */
   private final Map<Object, Long> busyNodes = new ConcurrentHashMap<>();
   private final Set<Object> failingNodes = ConcurrentHashMap.newKeySet();
+  /** An extra round is scheduled ({@link #retrySoon()}). */
+  private final AtomicBoolean retryPending = new AtomicBoolean();
+  /** How soon a failed renewal is tried again: a quarter of the renewal period. */
+  private final long retryMillis;
 
   LeaseWatchdog(LockEngine engine) {
     this.engine = engine;
     this.topology = engine.topology();
     this.leaseMillis = engine.watchdogMillis();
+    this.retryMillis = Math.max(1, leaseMillis / 12);
   }
 
   /** One round; called by the scheduler only. */
@@ -100,6 +107,22 @@ final class LeaseWatchdog {
   }
 
   /**
+   * Schedules one extra round a quarter of the renewal period from now, unless one is pending:
+   * after a failed renewal, the regular round would come too late to save a hold whose previous
+   * renewal failed too (its deadline comes before the round after next), so a brief outage
+   * would cost every hold it spans two rounds of. Holds of healthy nodes are renewed early by
+   * it, which is harmless.
+   */
+  private void retrySoon() {
+    if (retryPending.compareAndSet(false, true) && !engine.schedule(() -> {
+      retryPending.set(false);
+      run();
+    }, retryMillis)) {
+      retryPending.set(false);
+    }
+  }
+
+  /**
    * A node's renewals sent {@code nanos} ago (a whole renewal period at least) are still
    * unanswered: the holds they renew are at risk, well before the call's own timeout says so.
    */
@@ -139,6 +162,7 @@ final class LeaseWatchdog {
       }
       if (failed) {
         failingNodes.add(node);
+        retrySoon();
       } else if (failingNodes.remove(node)) {
         LOG.log(Level.INFO, "Lock lease renewal works again" + where(node));
       }
@@ -311,7 +335,7 @@ final class LeaseWatchdog {
       engine.atRisk(h, error, false);
     }
     if (!failingNodes.contains(topology.renewalNode(holds.get(0).names.key()))) {
-      LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + leaseMillis / 3
+      LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + retryMillis
           + "ms. Locks are lost if this lasts " + leaseMillis + "ms: " + e.getMessage());
     }
   }

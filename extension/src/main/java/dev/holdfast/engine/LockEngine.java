@@ -469,6 +469,16 @@ public final class LockEngine implements AutoCloseable {
     return subscriptions.activeChannels();
   }
 
+  /** Runs {@code task} on the timer thread after {@code delayMillis}; false if closing. */
+  boolean schedule(Runnable task, long delayMillis) {
+    try {
+      scheduler.schedule(task, delayMillis, TimeUnit.MILLISECONDS);
+      return true;
+    } catch (RejectedExecutionException e) {
+      return false;
+    }
+  }
+
   /** Runs {@code task} on the I/O pool; false if the client is closing. */
   boolean runIo(Runnable task) {
     try {

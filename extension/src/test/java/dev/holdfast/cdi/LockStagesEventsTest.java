@@ -51,7 +51,7 @@ class LockStagesEventsTest {
   static void configure() throws Exception {
     proxy = new FaultProxy(redis.server().port());
     config = TestConfig.of(Map.of("holdfast.redis.address", proxy.uri(),
-        "holdfast.watchdog-timeout", "3s", "holdfast.redis.timeout", "200ms"));
+        "holdfast.watchdog-timeout", "6s", "holdfast.redis.timeout", "500ms"));
   }
 
   @AfterAll

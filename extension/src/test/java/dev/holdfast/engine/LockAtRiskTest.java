@@ -46,6 +46,16 @@ class LockAtRiskTest {
   @RegisterExtension
   final Clients clients = new Clients();
 
+  /** A lease that an outage outlives: renewed every 500 ms, lost about 1.5 s after the last. */
+  static final String SHORT_LEASE = "1500ms";
+  /**
+   * A lease that a brief outage does not: renewed every 2 s, so that the renewal after the
+   * outage comes seconds before the deadline even on a loaded machine.
+   */
+  static final String LEASE_TO_RECOVER = "6s";
+  /** Socket timeout: a renewal fails after three such attempts. */
+  static final String TIMEOUT = "500ms";
+
   private FaultProxy proxy;
 
   @BeforeEach
@@ -81,8 +91,12 @@ class LockAtRiskTest {
     }
 
     <E> E await(Class<E> type, Duration timeout) {
-      Await.until(timeout, () -> heard.stream().anyMatch(h -> type.isInstance(h.event())),
-          type.getSimpleName() + " reported; so far " + this);
+      try {
+        Await.until(timeout, () -> heard.stream().anyMatch(h -> type.isInstance(h.event())),
+            type.getSimpleName() + " reported");
+      } catch (AssertionError e) {
+        throw new AssertionError(e.getMessage() + "; reported: " + this, e);
+      }
       return heard.stream().map(Heard::event).filter(type::isInstance).map(type::cast)
           .findFirst().orElseThrow();
     }
@@ -106,7 +120,7 @@ class LockAtRiskTest {
   @ParameterizedTest
   @ValueSource(strings = {"exclusive", "fair", "read", "write", "fenced"})
   void outage_reportsAtRiskBeforeLost_everyKind(String kind) {
-    LockClient client = proxied("1500ms", "200ms");
+    LockClient client = proxied(SHORT_LEASE, TIMEOUT);
     Reports reports = Reports.on(client);
     client.onLockAtRisk(e -> {
       throw new IllegalStateException("a faulty listener must not silence the others");
@@ -133,7 +147,7 @@ class LockAtRiskTest {
   // unanswered for a renewal period is enough of a warning.
   @Test
   void outage_longerSocketTimeoutThanLease_stillWarnsBeforeLoss() {
-    LockClient client = proxied("1500ms", "2s");
+    LockClient client = proxied(SHORT_LEASE, "2s");
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("slow-outage");
     lock.lock();
@@ -149,7 +163,7 @@ class LockAtRiskTest {
   @ParameterizedTest
   @ValueSource(strings = {"exclusive", "read", "write"})
   void briefOutage_endsWithRecovered_andTheHoldStillWorks(String kind) {
-    LockClient client = proxied("3s", "200ms");
+    LockClient client = proxied(LEASE_TO_RECOVER, TIMEOUT);
     Reports reports = Reports.on(client);
     DistributedLock lock = handle(client, kind, "brief");
     lock.lock();
@@ -170,7 +184,7 @@ class LockAtRiskTest {
   @Test
   void pausedServer_resumedWithinTheLease_recovers() {
     LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri(),
-        LockClientConfig.WATCHDOG_TIMEOUT, "3s", LockClientConfig.TIMEOUT, "200ms"));
+        LockClientConfig.WATCHDOG_TIMEOUT, LEASE_TO_RECOVER, LockClientConfig.TIMEOUT, TIMEOUT));
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("paused");
     lock.lock();
@@ -190,7 +204,7 @@ class LockAtRiskTest {
   @Test
   void forceUnlockNoticedByRenewal_isLostWithoutAtRisk() {
     LockClient client = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri(),
-        LockClientConfig.WATCHDOG_TIMEOUT, "1500ms"));
+        LockClientConfig.WATCHDOG_TIMEOUT, SHORT_LEASE));
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("taken");
     lock.lock();
@@ -205,7 +219,7 @@ class LockAtRiskTest {
   // (d) holds owned by a LockHold go through the same two stages, under their owner id.
   @Test
   void lockHold_atRiskThenRecovered_underItsOwnerId() throws Exception {
-    LockClient client = proxied("3s", "200ms");
+    LockClient client = proxied(LEASE_TO_RECOVER, TIMEOUT);
     Reports reports = Reports.on(client);
     LockHold hold = client.getLock("owned").acquire(null, null);
     LockAtRisk risk = inOutageUntil(reports, LockAtRisk.class, Duration.ofSeconds(10));
@@ -221,7 +235,7 @@ class LockAtRiskTest {
   // (d) and a LockHold kept too long in an outage: at risk, then lost.
   @Test
   void lockHold_longOutage_atRiskThenLost() throws Exception {
-    LockClient client = proxied("1500ms", "200ms");
+    LockClient client = proxied(SHORT_LEASE, TIMEOUT);
     Reports reports = Reports.on(client);
     LockHold hold = client.getLock("owned-lost").acquire(null, null);
     inOutageUntil(reports, LockLost.class, Duration.ofSeconds(15));
@@ -232,7 +246,7 @@ class LockAtRiskTest {
   // Fixed leases are not renewed: their end is known, so they are never at risk.
   @Test
   void fixedLease_inAnOutage_isLostWithoutAtRisk() {
-    LockClient client = proxied("1500ms", "200ms");
+    LockClient client = proxied(SHORT_LEASE, TIMEOUT);
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("fixed");
     lock.lock(1200, TimeUnit.MILLISECONDS);
@@ -243,7 +257,7 @@ class LockAtRiskTest {
   // A release during an episode ends it silently: neither recovered nor lost.
   @Test
   void releaseDuringAnEpisode_endsItSilently() {
-    LockClient client = proxied("3s", "200ms");
+    LockClient client = proxied(LEASE_TO_RECOVER, TIMEOUT);
     Reports reports = Reports.on(client);
     DistributedLock lock = client.getLock("released");
     lock.lock();

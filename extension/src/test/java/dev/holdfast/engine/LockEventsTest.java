@@ -161,7 +161,7 @@ class LockEventsTest {
     List<RecordedEvent> events;
     try (FaultProxy proxy = new FaultProxy(redis.server().port())) {
       LockClient proxied = clients.create(LockClientConfig.builder().address(proxy.uri())
-          .watchdogTimeout(Duration.ofSeconds(3)).timeout(Duration.ofMillis(200)).build());
+          .watchdogTimeout(Duration.ofSeconds(6)).timeout(Duration.ofMillis(500)).build());
       proxied.onLockRecovered(r -> recovered.countDown());
       CountDownLatch atRisk = new CountDownLatch(1);
       proxied.onLockAtRisk(r -> atRisk.countDown());

@@ -146,7 +146,7 @@ class LockMetricsTest {
     try (dev.holdfast.testing.FaultProxy proxy =
         new dev.holdfast.testing.FaultProxy(redis.server().port())) {
       LockClient proxied = clients.create(config().address(proxy.uri())
-          .watchdogTimeout(Duration.ofSeconds(3)).timeout(Duration.ofMillis(200)).build());
+          .watchdogTimeout(Duration.ofSeconds(6)).timeout(Duration.ofMillis(500)).build());
       CountDownLatch recovered = new CountDownLatch(1);
       proxied.onLockRecovered(r -> recovered.countDown());
       DistributedLock lock = Clients.engine(proxied).lock("stock:7", "stock:{sku}");
