@@ -1,6 +1,9 @@
 package dev.holdfast;
 
+import dev.holdfast.cdi.TransactionGuard;
+import dev.holdfast.engine.HoldCheck;
 import jakarta.transaction.TransactionSynchronizationRegistry;
+import java.util.Objects;
 
 /**
  * Ties a lock to a JTA transaction: the transaction does not commit if the lock was lost before
@@ -24,8 +27,17 @@ import jakarta.transaction.TransactionSynchronizationRegistry;
  * {@link LockLostException} naming the lock and why it was lost. A transaction that is rolled
  * back anyway is not checked.
  *
- * <p>What it does not cover: a pause between the check and the resources' commit (a long GC, a
- * slow two-phase commit) during which the lease runs out; only a resource that checks
+ * <p>Several registrations with one transaction share one synchronization, which checks every
+ * hold in the order registered and fails at the first that is not held. A hold of a
+ * {@link DistributedLock} is the registering thread's hold at the time of the registration: a
+ * hold released and taken again later is another hold, and fails the check. A multi-lock needs
+ * every member held, a RedLock a majority (as its own {@code isHeldByThread} counts).
+ * {@code @Locked} methods are registered on their own (see {@link Locked}); registering their
+ * lock again is harmless.
+ *
+ * <p>What it does not cover: a loss in Redis that {@link Check#LOCAL} cannot know of yet (use
+ * {@link Check#REDIS}); a pause between the check and the resources' commit (a long GC, a slow
+ * two-phase commit) during which the lease runs out; only a resource that checks
  * {@linkplain FencedLock fencing tokens} closes that window.
  *
  * <p>Thread-safety: the methods may be called from any thread that has a transaction; the
@@ -42,7 +54,10 @@ public final class CommitGuard {
     LOCAL,
     /**
      * {@link #LOCAL}, then one round trip that confirms the holder's entry in Redis, answered
-     * within the local deadline; a hold found gone is reported lost ({@link LockLost}).
+     * within the local deadline; a hold found gone is reported lost ({@link LockLost}, once).
+     * Blocks the committing thread for that round trip (at most the client's
+     * {@code holdfast.redis.timeout}); a Redis that does not answer confirms nothing, so the
+     * transaction rolls back (the hold itself is not declared lost for that).
      */
     REDIS
   }
@@ -63,7 +78,7 @@ public final class CommitGuard {
    *     then marked rollback-only
    */
   public static void register(LockHold hold, Check check) {
-    throw new UnsupportedOperationException("not yet");
+    register(TransactionGuard.lookupRegistry(), hold, check);
   }
 
   /**
@@ -77,7 +92,7 @@ public final class CommitGuard {
    *     marked rollback-only
    */
   public static void register(DistributedLock lock, Check check) {
-    throw new UnsupportedOperationException("not yet");
+    register(TransactionGuard.lookupRegistry(), lock, check);
   }
 
   /**
@@ -92,7 +107,8 @@ public final class CommitGuard {
    */
   public static void register(TransactionSynchronizationRegistry registry, LockHold hold,
       Check check) {
-    throw new UnsupportedOperationException("not yet");
+    Objects.requireNonNull(hold, "hold");
+    TransactionGuard.register(registry, HoldCheck.of(hold), redis(check));
   }
 
   /**
@@ -107,6 +123,11 @@ public final class CommitGuard {
    */
   public static void register(TransactionSynchronizationRegistry registry, DistributedLock lock,
       Check check) {
-    throw new UnsupportedOperationException("not yet");
+    Objects.requireNonNull(lock, "lock");
+    TransactionGuard.register(registry, HoldCheck.ofThread(lock), redis(check));
+  }
+
+  private static boolean redis(Check check) {
+    return Objects.requireNonNull(check, "check") == Check.REDIS;
   }
 }

@@ -46,7 +46,8 @@ final class ConfigKeys {
       concat(CONTAINER_KEYS,
           List.of("holdfast.locked.wait-time", "holdfast.locked.lease-time",
               "holdfast.locked.mode", "holdfast.locked.skip-if-busy",
-              "holdfast.locked.hold-at-least")));
+              "holdfast.locked.hold-at-least", "holdfast.locked.on-loss",
+              "holdfast.locked.verify-before-commit")));
 
   private ConfigKeys() {
   }

@@ -186,7 +186,7 @@ public final class LockClient implements AutoCloseable {
    * A lock over the same lock on several independent Redis servers, held while a majority of them
    * is (the Redlock algorithm). Pass one {@link #getLock(String)} (or
    * {@link #getFencedLock(String)}) handle per server, each from a client of its own server; an
-   * odd number, at least three, is the sensible choice. See the README's RedLock section for what
+   * odd number, at least three, is the sensible choice. See docs/lock-kinds.md, "RedLock", for what
    * it does and does not protect against. No I/O.
    *
    * <ul>

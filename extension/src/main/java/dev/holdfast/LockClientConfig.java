@@ -603,8 +603,8 @@ public final class LockClientConfig {
     /**
      * Publishes lock meters ({@code holdfast.lock.wait}, {@code holdfast.lock.held},
      * {@code holdfast.lock.active}, {@code holdfast.lock.waiting}, {@code holdfast.lock.renewals},
-     * {@code holdfast.lock.lost}, {@code holdfast.redis.errors}; see the README's Operations
-     * section) to a Micrometer registry. Without one, no meters are kept. In a CDI container
+     * {@code holdfast.lock.lost}, {@code holdfast.redis.errors}; see docs/operations.md,
+     * "Metrics") to a Micrometer registry. Without one, no meters are kept. In a CDI container
      * Holdfast finds the container's registry itself.
      *
      * <p>The parameter is typed {@code Object} so that this API, and applications without

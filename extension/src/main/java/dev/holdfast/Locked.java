@@ -80,6 +80,32 @@ import java.lang.annotation.Target;
  *       method returning a stream — Mutiny's {@code Multi}, a Reactive Streams
  *       {@code Publisher} or a {@link java.util.concurrent.Flow.Publisher Flow.Publisher} — has
  *       no single end at which to release the lock, and fails the deployment, naming it.</li>
+ *   <li><b>The commit guard.</b> When the method's work runs in a JTA transaction that begins
+ *       inside the call — {@code @Transactional} on the same method (the lock is taken first, and
+ *       released after the commit), a {@code @Transactional} method it calls, or a transaction it
+ *       begins itself through a bean that announces it (Quarkus: {@code UserTransaction} and
+ *       {@code TransactionManager}; Narayana's CDI integration in Weld and WildFly: the
+ *       {@code TransactionManager} bean) — that transaction does not commit under a lost lock:
+ *       before it commits, the hold of every {@code @Locked} call running on the thread is checked,
+ *       and if one is no longer held the transaction is rolled back; the commit fails with the
+ *       transaction manager's {@code RollbackException} (or the {@code @Transactional}
+ *       interceptor's exception around it), whose cause chain holds a {@link LockLostException}
+ *       naming the lock and why it was lost. The check is local by default (reported lost, or past
+ *       the hold's local deadline: no I/O); {@code verify-before-commit=redis} (configuration only,
+ *       below) adds one round trip that confirms the hold in Redis, which also catches a loss no
+ *       renewal has noticed yet. What no check covers: a pause between the check and the resources'
+ *       commit (see {@link CommitGuard}, and fencing in rule 5). A transaction begun in a way the
+ *       container does not announce with {@code @Initialized(TransactionScoped.class)} (e.g.
+ *       Narayana's static {@code TransactionManager}, or a {@code UserTransaction} looked up in
+ *       JNDI) is guarded only with
+ *       {@link CommitGuard#register(DistributedLock, CommitGuard.Check)}. A transaction that was
+ *       already active when the call began (the lock taken inside it) commits after the lock is
+ *       released: nothing can guard that order, so put {@code @Locked} outside. Asynchronous
+ *       methods are not guarded (their work runs on other threads): use {@code CommitGuard} there.
+ *       Without a transaction manager nothing of this is active.</li>
+ *   <li>{@link #onLoss()} chooses what a loss does to the call while it runs: nothing (the
+ *       default), interrupt its thread (blocking methods) or cancel its result (asynchronous
+ *       ones); see {@link OnLoss}.</li>
  *   <li>Everything is validated at deployment (template placeholders, durations, modes, members
  *       that exclude each other, whether the container can intercept the method): a mistake
  *       fails the deployment with a message naming the class, the method, the member and the
@@ -150,9 +176,12 @@ import java.lang.annotation.Target;
  * {@code holdfast."<fqcn>/<method>".locked.wait-time}, {@code holdfast."<fqcn>".locked.wait-time},
  * {@code holdfast.locked.wait-time}, then the annotation; likewise {@code lease-time},
  * {@code mode} ({@code EXCLUSIVE}, {@code READ}, {@code WRITE}, {@code FAIR}, any case),
- * {@code skip-if-busy} ({@code true} or {@code false}) and {@code hold-at-least} (a duration;
- * {@code 0s} for no minimum). The overridden values are validated like the annotation's, naming
- * the key. {@link #fenced()} and {@link #value()} are not configurable.
+ * {@code skip-if-busy} ({@code true} or {@code false}), {@code hold-at-least} (a duration;
+ * {@code 0s} for no minimum) and {@code on-loss} ({@code nothing}, {@code interrupt},
+ * {@code cancel}, any case). One key has no annotation member: {@code verify-before-commit}
+ * ({@code local}, the default, or {@code redis}: how the commit guard checks the hold). The
+ * overridden values are validated like the annotation's, naming the key, at deployment.
+ * {@link #fenced()} and {@link #value()} are not configurable.
  */
 @Inherited
 @Documented
@@ -271,14 +300,27 @@ public @interface Locked {
      * Interrupts the thread running the (blocking) method once the loss is noticed: a blocking
      * call it makes throws {@link InterruptedException} or the like. The interrupt Holdfast set
      * is cleared before the call returns to its caller, so the thread goes back to its pool
-     * without a pending interrupt.
+     * without a pending interrupt; the method's own outcome (often an exception caused by the
+     * interrupt) is what the caller gets, with the release's report of the loss.
+     *
+     * <p>"Noticed" means reported ({@link LockLost}): by a renewal that finds the lock gone (every
+     * third of the watchdog timeout), or at the hold's local deadline when Redis cannot be
+     * reached — so the method stops within about one renewal period after the loss, not at the
+     * instant of it. What it does not cover: code that does not respond to interrupts (a busy
+     * loop, most socket reads) runs on to its end; a thread that was already interrupted when
+     * the loss is reported is left as it is (its interrupt is not Holdfast's and stays); a loss
+     * of the lock before the method starts is reported by the release only.
      */
     INTERRUPT,
     /**
      * Cancels the result of an asynchronous ({@code CompletionStage}, {@code Uni}) method once
-     * the loss is noticed: the method's own future is cancelled (a {@code Uni}'s subscription
-     * too), and the caller's stage completes with a {@link java.util.concurrent.CancellationException}
-     * whose cause is a {@link LockLostException} naming the lock.
+     * the loss is noticed (as for {@link #INTERRUPT}): the method's own future is cancelled (a
+     * {@code Uni}'s subscription too), and the caller's stage completes with a
+     * {@link java.util.concurrent.CancellationException} whose cause is a
+     * {@link LockLostException} naming the lock and why it was lost ({@code get()} and
+     * {@code join()} throw that {@code CancellationException} itself). Cancelling stops only work
+     * that listens for it: a stage that was composed from other stages, or a task already
+     * running on an executor, may run on, without the lock.
      */
     CANCEL
   }

@@ -157,7 +157,7 @@ class LockClientConfigTest {
   void foreignKeyUnderHoldfast_isIgnoredWithAWarningNamingIt() {
     try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
       LockClientConfig c = LockClientConfig.fromProperties(Map.of(
-          "holdfast.version", "0.1.0-SNAPSHOT", "holdfast.redis.address", "redis://cache:6380"));
+          "holdfast.version", "0.2.0-SNAPSHOT", "holdfast.redis.address", "redis://cache:6380"));
       assertEquals("redis://cache:6380", c.address().toString());
       List<String> warnings = log.messages(Level.WARNING);
       assertEquals(1, warnings.size(), warnings.toString());

@@ -13,7 +13,7 @@ import redis.clients.jedis.Jedis;
  * and the protocol floor in turn, one thread runs {@code pairs} pairs on one local
  * {@code redis-server} and the server's own counters ({@code INFO commandstats}, reset before each)
  * say how many script calls that took and how many microseconds each spent inside Redis. This is
- * the profile behind the README's "what limits it" for the uncontended targets: a script that does
+ * the profile behind docs/performance.md's "what limits it" for the uncontended targets: a script that does
  * more work costs Redis's single core per call, whatever the client does.
  *
  * <p>{@code java -jar benchmarks/target/benchmarks.jar script-cost [pairs]} (default 20,000, after

@@ -3,7 +3,12 @@ package dev.holdfast.cdi;
 import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockHold;
+import dev.holdfast.LockLost;
+import dev.holdfast.LockLostException;
+import dev.holdfast.Locked;
+import dev.holdfast.engine.EngineAccess;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -32,6 +37,8 @@ final class AsyncLockedCall {
   private final LockedOperation operation;
   private final Callable<Object> proceed;
   private final Function<Object, CompletionStage<?>> toStage;
+  /** For {@code onLoss = CANCEL}: the client's loss reports; else null. */
+  private final LossActions lossActions;
   /** What the caller gets: the method's outcome, after the release. */
   private final CompletableFuture<Object> result = new CompletableFuture<>();
   private final AtomicBoolean released = new AtomicBoolean();
@@ -39,12 +46,15 @@ final class AsyncLockedCall {
   private volatile LockHold hold;
   private volatile CompletionStage<?> work;
   private volatile long startedNanos;
+  /** {@code onLoss = CANCEL} and the hold was lost: the work must be cancelled. */
+  private volatile boolean lost;
 
   private AsyncLockedCall(LockedOperation operation, Callable<Object> proceed,
-      Function<Object, CompletionStage<?>> toStage) {
+      Function<Object, CompletionStage<?>> toStage, LossActions lossActions) {
     this.operation = operation;
     this.proceed = proceed;
     this.toStage = toStage;
+    this.lossActions = lossActions;
   }
 
   /**
@@ -59,7 +69,8 @@ final class AsyncLockedCall {
   static CompletableFuture<Object> start(LockedOperation operation, LockClient client,
       LockTracing tracing, Object[] args, Callable<Object> proceed,
       Function<Object, CompletionStage<?>> toStage) {
-    AsyncLockedCall call = new AsyncLockedCall(operation, proceed, toStage);
+    AsyncLockedCall call = new AsyncLockedCall(operation, proceed, toStage,
+        operation.onLoss() == Locked.OnLoss.CANCEL ? LossActions.of(client) : null);
     call.result.whenComplete((value, failure) -> {
       if (call.result.isCancelled()) {
         call.cancelled();
@@ -95,6 +106,14 @@ final class AsyncLockedCall {
       release(null, null); // cancelled while acquiring: the method does not run
       return;
     }
+    Long owner = EngineAccess.ownerId(granted);
+    if (lossActions != null && owner != null) {
+      LossActions.Watch watch = lossActions.watch(granted.lockName(), owner, this::lost);
+      result.whenComplete((ignoredValue, ignoredFailure) -> watch.close());
+      if (released.get()) {
+        return; // lost already
+      }
+    }
     startedNanos = System.nanoTime();
     CompletionStage<?> stage;
     // The method, and for a Uni the subscription to its result (whose synchronous part runs
@@ -116,8 +135,8 @@ final class AsyncLockedCall {
     }
     work = stage;
     stage.whenComplete((value, error) -> release(value, LockedOperation.unwrap(error)));
-    if (result.isCancelled()) {
-      cancelWork(); // cancelled while the method ran
+    if (result.isCancelled() || lost) {
+      cancelWork(); // cancelled, or lost, while the method ran
     }
   }
 
@@ -151,6 +170,27 @@ final class AsyncLockedCall {
     });
   }
 
+  /**
+   * {@code onLoss = CANCEL}: the hold was lost while the work ran. Cancels the work and
+   * completes the result with a {@link CancellationException} whose cause names the lock; the
+   * release, which can only report the loss again, is done but not waited for.
+   */
+  private void lost(LockLost event) {
+    if (!released.compareAndSet(false, true)) {
+      return; // the work ended first
+    }
+    lost = true;
+    LockLostException cause = new LockLostException(event.lockName(), "Lock '"
+        + event.lockName() + "' was lost while the @Locked(onLoss = CANCEL) call ran: "
+        + event.reason());
+    CancellationException cancelled = new CancellationException("The call was cancelled: lock '"
+        + event.lockName() + "' was lost");
+    cancelled.initCause(cause);
+    cancelWork();
+    operation.releaseAsync(hold, startedNanos).whenComplete((ignored, error) ->
+        result.completeExceptionally(cancelled));
+  }
+
   /** The caller cancelled {@link #result}. */
   private void cancelled() {
     CompletionStage<LockHold> pending = acquisition;
@@ -172,7 +212,7 @@ final class AsyncLockedCall {
     CompletionStage<?> running = work;
     if (running != null) {
       try {
-        running.toCompletableFuture().cancel(false);
+        running.toCompletableFuture().cancel(true);
       } catch (UnsupportedOperationException e) {
         // a stage that cannot be cancelled: it runs on, without the lock
       }

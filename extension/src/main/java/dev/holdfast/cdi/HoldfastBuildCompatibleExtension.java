@@ -76,6 +76,9 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
     if (HoldfastExtension.healthCheckWanted()) {
       scanned.add(HoldfastHealthCheck.class.getName());
     }
+    if (LockedCalls.TRACKED) {
+      scanned.add(OptionalApis.TRANSACTION_BEGUN); // the commit guard (JTA is there)
+    }
   }
 
   @Registration(types = Object.class)
@@ -186,6 +189,7 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
           m.modifiers(), classFinal, own == null, member(locked, "value"),
           member(locked, "waitTime"), member(locked, "leaseTime"), flag(locked, "fenced"),
           mode(locked), flag(locked, "skipIfBusy"), member(locked, "holdAtLeast"),
+          onLoss(locked),
           m.returnType().isVoid() ? "void" : m.returnType().toString(),
           returnTypes(m.returnType())));
     }
@@ -269,6 +273,11 @@ public class HoldfastBuildCompatibleExtension implements BuildCompatibleExtensio
   private static Locked.Mode mode(AnnotationInfo annotation) {
     AnnotationMember member = annotation.member("mode");
     return member == null ? Locked.Mode.EXCLUSIVE : member.asEnum(Locked.Mode.class);
+  }
+
+  private static Locked.OnLoss onLoss(AnnotationInfo annotation) {
+    AnnotationMember member = annotation.member("onLoss");
+    return member == null ? Locked.OnLoss.NOTHING : member.asEnum(Locked.OnLoss.class);
   }
 
   private static String describe(DeclarationInfo declaration) {

@@ -36,7 +36,9 @@ import org.eclipse.microprofile.config.ConfigProvider;
  * <ul>
  *   <li>Adds the library's own beans (the interceptor, the {@link LockClient} producer): the jar
  *       has no {@code beans.xml}, so they are registered exactly once, here. With MicroProfile
- *       Health, also the {@code holdfast} readiness check ({@link HealthCheckBean}).</li>
+ *       Health, also the {@code holdfast} readiness check ({@link HealthCheckBean}); with JTA,
+ *       the commit guard of transactions begun in {@code @Locked} calls
+ *       ({@link TransactionBegun}).</li>
  *   <li>Checks every {@code @Locked} method of every managed bean as written
  *       ({@code ProcessManagedBean}), then prepares all of them with the configuration's
  *       overrides and checks the rest of the configuration ({@code AfterDeploymentValidation}):
@@ -60,6 +62,11 @@ public class HoldfastExtension implements Extension {
 
   void addLibraryBeans(@Observes BeforeBeanDiscovery discovery, BeanManager beans) {
     for (Class<?> type : List.of(LockedInterceptor.class, HoldfastProducer.class)) {
+      discovery.addAnnotatedType(beans.createAnnotatedType(type), type.getName());
+    }
+    if (LockedCalls.TRACKED) {
+      // Only now may a class that names JTA's types load.
+      Class<?> type = OptionalApis.load(OptionalApis.TRANSACTION_BEGUN);
       discovery.addAnnotatedType(beans.createAnnotatedType(type), type.getName());
     }
   }

@@ -28,9 +28,12 @@ final class LockedDefinitions {
   static final String MODE = "mode";
   static final String SKIP_IF_BUSY = "skip-if-busy";
   static final String HOLD_AT_LEAST = "hold-at-least";
+  static final String ON_LOSS = "on-loss";
+  /** Not an annotation member: how the commit guard checks the hold ({@code local|redis}). */
+  static final String VERIFY_BEFORE_COMMIT = "verify-before-commit";
   /** The members a configuration key can override, as they end the key. */
-  static final List<String> CONFIGURABLE =
-      List.of(WAIT_TIME, LEASE_TIME, MODE, SKIP_IF_BUSY, HOLD_AT_LEAST);
+  static final List<String> CONFIGURABLE = List.of(WAIT_TIME, LEASE_TIME, MODE, SKIP_IF_BUSY,
+      HOLD_AT_LEAST, ON_LOSS, VERIFY_BEFORE_COMMIT);
 
   private LockedDefinitions() {
   }
@@ -89,7 +92,8 @@ final class LockedDefinitions {
     conflicts(t, annotated, Map.entry("@Locked.mode", t.mode().name()), t.mode(),
         Map.entry("@Locked.skipIfBusy", String.valueOf(t.skipIfBusy())), t.skipIfBusy(),
         Map.entry("@Locked.leaseTime", t.leaseTime()), lease,
-        Map.entry("@Locked.holdAtLeast", t.holdAtLeast()), holdAtLeast, problems);
+        Map.entry("@Locked.holdAtLeast", t.holdAtLeast()), holdAtLeast,
+        Map.entry("@Locked.onLoss", t.onLoss().name()), t.onLoss(), problems);
     return problems;
   }
 
@@ -103,7 +107,8 @@ final class LockedDefinitions {
       Map.Entry<String, String> modeSource, Locked.Mode mode,
       Map.Entry<String, String> skipSource, boolean skipIfBusy,
       Map.Entry<String, String> leaseSource, Duration lease,
-      Map.Entry<String, String> holdSource, Duration holdAtLeast, List<String> problems) {
+      Map.Entry<String, String> holdSource, Duration holdAtLeast,
+      Map.Entry<String, String> onLossSource, Locked.OnLoss onLoss, List<String> problems) {
     if (skipIfBusy && !t.skippable()) {
       problems.add("Invalid " + said(skipSource) + annotated + ": only a void method can be "
           + "skipped (a skipped call does not run the method and has no result to return), or one "
@@ -119,6 +124,16 @@ final class LockedDefinitions {
       problems.add("Invalid " + said(holdSource) + " with " + said(leaseSource) + annotated
           + ": the lease ends the hold before the minimum; make leaseTime at least holdAtLeast "
           + "or leave it empty (the watchdog)");
+    }
+    boolean async = t.returns() != LockedReturn.SYNC;
+    if (onLoss == Locked.OnLoss.INTERRUPT && async) {
+      problems.add("Invalid " + said(onLossSource) + annotated + ": INTERRUPT stops the thread "
+          + "that runs a blocking method, but this method is asynchronous (it returns "
+          + t.returnType() + " and its work runs on other threads); use CANCEL");
+    } else if (onLoss == Locked.OnLoss.CANCEL && !async) {
+      problems.add("Invalid " + said(onLossSource) + annotated + ": CANCEL cancels the result "
+          + "of an asynchronous method (CompletionStage, CompletableFuture, Uni), but this method "
+          + "is blocking (it returns " + t.returnType() + "); use INTERRUPT");
     }
   }
 
@@ -157,15 +172,22 @@ final class LockedDefinitions {
         "@Locked.skipIfBusy", config);
     Map.Entry<String, String> hold = effective(t, HOLD_AT_LEAST, t.holdAtLeast(),
         "@Locked.holdAtLeast", config);
+    Map.Entry<String, String> loss = effective(t, ON_LOSS, t.onLoss().name(), "@Locked.onLoss",
+        config);
+    Map.Entry<String, String> verify = effective(t, VERIFY_BEFORE_COMMIT, "local", "default",
+        config);
     Duration waitTime = parse(t, "waitTime", () -> waitTime(wait.getValue(), wait.getKey()));
     Duration leaseTime = parse(t, "leaseTime", () -> leaseTime(lease.getValue(), lease.getKey()));
     Locked.Mode lockMode = parse(t, "mode", () -> mode(mode.getValue(), mode.getKey()));
     boolean skipIfBusy = parse(t, "skipIfBusy", () -> bool(skip.getValue(), skip.getKey()));
     Duration holdAtLeast = parse(t, "holdAtLeast",
         () -> holdAtLeast(hold.getValue(), hold.getKey()));
+    Locked.OnLoss onLoss = parse(t, "onLoss", () -> onLoss(loss.getValue(), loss.getKey()));
+    boolean verifyInRedis = parse(t, "the check before commit",
+        () -> verifyInRedis(verify.getValue(), verify.getKey()));
     List<String> conflicts = new ArrayList<>();
     conflicts(t, " on " + t.where(), mode, lockMode, skip, skipIfBusy, lease, leaseTime, hold,
-        holdAtLeast, conflicts);
+        holdAtLeast, loss, onLoss, conflicts);
     if (!conflicts.isEmpty()) {
       throw new IllegalArgumentException(String.join("; ", conflicts));
     }
@@ -173,14 +195,15 @@ final class LockedDefinitions {
       waitTime = Duration.ZERO; // a job that is busy elsewhere is skipped, not queued
     }
     return new LockedOperation(t.where(), template(t), waitTime, leaseTime, t.fenced(), lockMode,
-        skipIfBusy, holdAtLeast, t.returns());
+        skipIfBusy, holdAtLeast, t.returns(), onLoss, verifyInRedis);
   }
 
   private static <T> T parse(LockedTarget t, String member, Supplier<T> parser) {
     try {
       return parser.get();
     } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("Invalid configuration for @Locked." + member + " on "
+      throw new IllegalArgumentException("Invalid configuration for "
+          + (member.contains(" ") ? member : "@Locked." + member) + " on "
           + t.where() + ": " + e.getMessage(), e);
     }
   }
@@ -198,6 +221,8 @@ final class LockedDefinitions {
       case MODE -> mode(value, key);
       case SKIP_IF_BUSY -> bool(value, key);
       case HOLD_AT_LEAST -> holdAtLeast(value, key);
+      case ON_LOSS -> onLoss(value, key);
+      case VERIFY_BEFORE_COMMIT -> verifyInRedis(value, key);
       default -> throw new IllegalArgumentException("Unknown configuration key '" + key + "'");
     }
   }
@@ -239,6 +264,25 @@ final class LockedDefinitions {
       throw new IllegalArgumentException(culprit + "='" + value + "' is not a mode: use one of "
           + Arrays.toString(Locked.Mode.values()));
     }
+  }
+
+  private static Locked.OnLoss onLoss(String value, String culprit) {
+    try {
+      return Locked.OnLoss.valueOf(value.trim().toUpperCase(Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(culprit + "='" + value + "' is not what a loss does: "
+          + "use one of nothing, interrupt, cancel");
+    }
+  }
+
+  /** {@code redis} (true) or {@code local} (false), any case. */
+  private static boolean verifyInRedis(String value, String culprit) {
+    String v = value.trim();
+    if (v.equalsIgnoreCase("redis") || v.equalsIgnoreCase("local")) {
+      return v.equalsIgnoreCase("redis");
+    }
+    throw new IllegalArgumentException(culprit + "='" + value + "' is not a check before "
+        + "commit: use local or redis");
   }
 
   private static boolean bool(String value, String culprit) {

@@ -25,6 +25,11 @@ import java.util.Map;
  * held, without blocking the caller, and holds it until its result completes
  * ({@link AsyncLockedCall}, {@link UniLocked}).
  *
+ * <p>While a blocking call runs, it is on its thread's list of {@link LockedCalls}, whose holds
+ * the commit guard checks before a transaction begun inside the call commits
+ * ({@link TransactionBegun}); with {@code onLoss = INTERRUPT} it is watched for a loss
+ * ({@link LossActions}), and the interrupt a loss set is taken back before the call returns.
+ *
  * <p>An interceptor instance belongs to one instance of one bean, so the bean class's operations
  * are looked up once, at construction. The bean class is the one the container reports
  * ({@code @Intercepted Bean}), never the runtime class of the target, which is a
@@ -78,6 +83,10 @@ public class LockedInterceptor {
     }
     long started = System.nanoTime();
     Throwable failure = null;
+    // Seen by the commit guard of transactions that begin inside this call.
+    LockedCalls.Running running = LockedCalls.enter(lock, operation);
+    LossActions.Watch interruption = operation.onLoss() == Locked.OnLoss.INTERRUPT
+        ? new LossActions.Interruption(LossActions.of(client), lock.getName()) : null;
     try {
       return operation.fenced()
           ? FencingToken.callWith(LockedOperation.token(lock), ctx::proceed)
@@ -86,6 +95,10 @@ public class LockedInterceptor {
       failure = t;
       throw t;
     } finally {
+      if (interruption != null) {
+        interruption.close(); // the thread leaves without the interrupt Holdfast set
+      }
+      LockedCalls.exit(running);
       try {
         operation.release(client, lock, started);
       } catch (RuntimeException e) {

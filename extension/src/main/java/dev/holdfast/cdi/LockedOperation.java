@@ -19,8 +19,9 @@ import java.util.function.BiConsumer;
 /**
  * Everything the interceptor needs for one {@code @Locked} method, prepared once: the parsed
  * name, the wait (null: as long as it takes), the lease (null: the watchdog), whether the hold
- * carries a fencing token, which kind of lock it is, whether a busy lock skips the call, and the
- * minimum hold (null: none). Immutable.
+ * carries a fencing token, which kind of lock it is, whether a busy lock skips the call, the
+ * minimum hold (null: none), what a loss does to the running call, and how the commit guard
+ * checks the hold (locally, or in Redis). Immutable.
  *
  * <p>Exclusive locks are taken through the engine with the name's template, so that metrics and
  * JFR events count them by {@code inventory:{sku}}, not by each SKU.
@@ -37,12 +38,14 @@ final class LockedOperation {
   private final boolean skipIfBusy;
   private final Duration holdAtLeast;
   private final LockedReturn returns;
+  private final Locked.OnLoss onLoss;
+  private final boolean verifyInRedis;
   private final String template;
   private final String spanName;
 
   LockedOperation(String where, LockNameTemplate name, Duration waitTime, Duration leaseTime,
       boolean fenced, Locked.Mode mode, boolean skipIfBusy, Duration holdAtLeast,
-      LockedReturn returns) {
+      LockedReturn returns, Locked.OnLoss onLoss, boolean verifyInRedis) {
     this.where = where;
     this.name = name;
     this.waitTime = waitTime;
@@ -52,6 +55,8 @@ final class LockedOperation {
     this.skipIfBusy = skipIfBusy;
     this.holdAtLeast = holdAtLeast;
     this.returns = returns;
+    this.onLoss = onLoss;
+    this.verifyInRedis = verifyInRedis;
     this.template = name.toString();
     this.spanName = "lock.wait " + template;
   }
@@ -64,6 +69,19 @@ final class LockedOperation {
   /** When the method's work is done: when it returns, or when the result it returns completes. */
   LockedReturn returns() {
     return returns;
+  }
+
+  /** What a loss does to the running call. */
+  Locked.OnLoss onLoss() {
+    return onLoss;
+  }
+
+  /**
+   * Whether the commit guard confirms the hold in Redis before a commit
+   * ({@code verify-before-commit=redis}), rather than only locally.
+   */
+  boolean verifyInRedis() {
+    return verifyInRedis;
   }
 
   /**
@@ -265,6 +283,8 @@ final class LockedOperation {
         + (waitTime == null ? "unbounded" : waitTime) + ", lease "
         + (leaseTime == null ? "watchdog" : leaseTime)
         + (holdAtLeast == null ? "" : ", held at least " + holdAtLeast)
+        + (onLoss == Locked.OnLoss.NOTHING ? "" : ", on loss " + onLoss)
+        + (verifyInRedis ? ", verified in Redis before commit" : "")
         + (returns == LockedReturn.SYNC ? "" : ", until its " + returns + " completes") + "]";
   }
 }

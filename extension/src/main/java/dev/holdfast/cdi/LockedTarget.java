@@ -26,6 +26,7 @@ import java.util.List;
  * @param mode           {@link Locked#mode()}
  * @param skipIfBusy     {@link Locked#skipIfBusy()}
  * @param holdAtLeast    {@link Locked#holdAtLeast()}
+ * @param onLoss         {@link Locked#onLoss()}
  * @param returnType     the simple name of the method's return type ({@code void}...), for
  *                       {@code skipIfBusy}, which only a void or asynchronous method can have
  * @param returnTypes    the return type's class name, then the names of its supertypes (for
@@ -34,7 +35,8 @@ import java.util.List;
 record LockedTarget(String className, String methodName, List<String> parameterTypes,
     List<String> parameterNames, int modifiers, boolean classFinal, boolean classLevel,
     String value, String waitTime, String leaseTime, boolean fenced, Locked.Mode mode,
-    boolean skipIfBusy, String holdAtLeast, String returnType, List<String> returnTypes) {
+    boolean skipIfBusy, String holdAtLeast, Locked.OnLoss onLoss, String returnType,
+    List<String> returnTypes) {
 
   /**
    * Describes {@code method} of {@code beanClass} as annotated by {@code locked}. The method's
@@ -46,7 +48,8 @@ record LockedTarget(String className, String methodName, List<String> parameterT
         Arrays.stream(method.getParameters()).map(Parameter::getName).toList(),
         method.getModifiers(), Modifier.isFinal(beanClass.getModifiers()), classLevel,
         locked.value(), locked.waitTime(), locked.leaseTime(), locked.fenced(), locked.mode(),
-        locked.skipIfBusy(), locked.holdAtLeast(), method.getReturnType().getSimpleName(),
+        locked.skipIfBusy(), locked.holdAtLeast(), locked.onLoss(),
+        method.getReturnType().getSimpleName(),
         method.getReturnType().isPrimitive() ? List.of()
             : LockedReturn.namesOf(method.getReturnType()));
   }

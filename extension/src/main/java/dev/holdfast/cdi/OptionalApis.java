@@ -1,15 +1,20 @@
 package dev.holdfast.cdi;
 
 /**
- * Which optional APIs the application has: MicroProfile Health, Micrometer, OpenTelemetry. Holdfast
- * declares them {@code provided} and optional; a class that uses one is loaded only after the
- * check here says the API is visible to Holdfast's class loader, so an application without it
- * never meets a {@code NoClassDefFoundError}.
+ * Which optional APIs the application has: MicroProfile Health, Micrometer, OpenTelemetry, JTA.
+ * Holdfast declares them {@code provided} and optional; a class that uses one is loaded only
+ * after the check here says the API is visible to Holdfast's class loader, so an application
+ * without it never meets a {@code NoClassDefFoundError}.
  */
 final class OptionalApis {
   static final String HEALTH_CHECK = "org.eclipse.microprofile.health.HealthCheck";
   static final String METER_REGISTRY = "io.micrometer.core.instrument.MeterRegistry";
   static final String OPEN_TELEMETRY = "io.opentelemetry.api.OpenTelemetry";
+  /** JTA: the commit guard ({@link TransactionGuard}). */
+  static final String TRANSACTION_REGISTRY =
+      "jakarta.transaction.TransactionSynchronizationRegistry";
+  /** The bean that needs JTA, by name: naming its class would load it. */
+  static final String TRANSACTION_BEGUN = "dev.holdfast.cdi.TransactionBegun";
 
   private OptionalApis() {
   }

@@ -7,5 +7,12 @@
  * <p><b>Not API</b>, except through the annotations and types of {@code dev.holdfast}. Both
  * extensions describe what they find as {@link dev.holdfast.cdi.LockedTarget}s and hand them to
  * the same validation and preparation code, so both containers behave alike.
+ *
+ * <p>What a loss does to running {@code @Locked} calls lives here too: the commit guard
+ * ({@link dev.holdfast.cdi.TransactionGuard}, which {@code dev.holdfast.CommitGuard} uses as
+ * well, fed by the calls running on each thread and the container's announcement of each
+ * transaction it begins), and the interruption or cancellation of a call whose hold is reported
+ * lost ({@code LossActions}). The classes that name JTA's types are loaded only when JTA is on
+ * the class path.
  */
 package dev.holdfast.cdi;

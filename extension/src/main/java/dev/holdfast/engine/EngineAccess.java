@@ -49,6 +49,14 @@ public final class EngineAccess {
     return hold.releaseAsync();
   }
 
+  /**
+   * {@return the owner id that {@code hold}'s {@link dev.holdfast.LockLost} reports as
+   * {@code threadId}}, or {@code null} for a hold of another implementation
+   */
+  public static Long ownerId(LockHold hold) {
+    return hold instanceof OwnedLockHold owned ? owned.ownerId : null;
+  }
+
   /** {@return the engine behind {@code client}} */
   public static LockEngine engine(LockClient client) {
     return engines.apply(Objects.requireNonNull(client, "client"));

@@ -396,4 +396,9 @@ final class MultiLock extends CompositeLock {
     Thread t = Thread.currentThread();
     return "thread " + t.getName() + " (id " + t.getId() + ")";
   }
+
+  /** {@return the members, in acquisition order} */
+  List<DistributedLock> members() {
+    return order;
+  }
 }

@@ -62,7 +62,12 @@ final class OwnedLockHold implements LockHold {
     return released;
   }
 
-  /** This hold's record in the registry, for tests; null before acquisition. */
+  /** The lock this is a hold of. */
+  RedisLock lock() {
+    return lock;
+  }
+
+  /** This hold's record in the registry; null before acquisition. */
   Hold hold() {
     return hold;
   }

@@ -355,4 +355,9 @@ final class RedLock extends CompositeLock {
     Thread t = Thread.currentThread();
     return "thread " + t.getName() + " (id " + t.getId() + ")";
   }
+
+  /** {@return the members} */
+  List<DistributedLock> members() {
+    return group.members();
+  }
 }

@@ -337,11 +337,17 @@ final class RedisLock implements FencedLock {
           }
         }
         if (pttl == ACQUIRED) {
-          if (waiter != null && handsOff() && waiter.entry.hasOthers(waiter)) {
-            // The next head waits for this thread's handoff rather than ask Redis at once,
-            // but never past this hold's lease (it may end without a release of ours).
-            waiter.entry.handedLocally(true);
-            waiter.entry.leaseSeen(System.nanoTime(), attempt.lease());
+          if (waiter != null) {
+            // Whatever the handle (fenced or not), the queue sees this hold's lease, counted
+            // from its send: a stale, longer one would let the next head sleep past its end.
+            waiter.entry.leaseSeen(attempt.sentAtOr(System.nanoTime()), attempt.lease());
+            if (!handsOff()) {
+              waiter.entry.handedLocally(false); // no handoff will come from this holder
+            } else if (waiter.entry.hasOthers(waiter)) {
+              // The next head waits for this thread's handoff rather than ask Redis at once,
+              // but never past this hold's lease (it may end without a release of ours).
+              waiter.entry.handedLocally(true);
+            }
           }
           acquired = true;
           outcome = Outcome.ACQUIRED;
@@ -574,6 +580,11 @@ final class RedisLock implements FencedLock {
      *
      * @return whether the lock is now held
      */
+    /** When the request that was granted was first sent (nanoTime), or {@code fallback}. */
+    long sentAtOr(long fallback) {
+      return requestSentAt != 0 ? requestSentAt : fallback;
+    }
+
     boolean handedOver(WaitEntry.Waiter waiter) {
       int outcome = waiter.withdraw();
       if (outcome != WaitEntry.Waiter.GRANTED && outcome != WaitEntry.Waiter.UNCERTAIN) {
@@ -1193,6 +1204,7 @@ final class RedisLock implements FencedLock {
       } else if (status == 1) {
         hold.ended();
         if (replicated.confirmed()) {
+          entry.leaseSeen(sentAt, waiter.leaseMillis); // before the waiter can leave the queue
           entry.handedLocally(true);
           outcome = WaitEntry.Waiter.GRANTED;
           grant = new WaitEntry.Grant(grantId, sentAt, value);
@@ -1599,6 +1611,56 @@ final class RedisLock implements FencedLock {
       engine.expire(hold);
     }
     return hold.active() ? null : new IllegalMonitorStateException(lostMessage(hold));
+  }
+
+  /** {@return the registry's record of the thread's (or owner's) hold of this lock, or null} */
+  Hold holdOf(long threadId) {
+    return engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+  }
+
+  /**
+   * The commit guard's check of {@code hold} ({@link HoldCheck}): believed (not lost, not
+   * released, within its local deadline; no I/O), then, with {@code inRedis}, its field
+   * confirmed in Redis by an answer that came within the local deadline. A field Redis no
+   * longer has is a loss, reported as a renewal would report it. Any thread.
+   *
+   * @return null if the hold passed, else why not
+   */
+  String commitCheck(Hold hold, boolean inRedis) {
+    String reason = notLive(hold);
+    if (reason != null || !inRedis) {
+      return reason;
+    }
+    boolean present;
+    try {
+      present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
+          hold.field));
+    } catch (RuntimeException e) {
+      engine.observer().redisError("query",
+          e instanceof redis.clients.jedis.exceptions.JedisConnectionException);
+      return "its hold could not be confirmed in Redis: " + e.getMessage();
+    }
+    if (present) {
+      return notLive(hold); // an answer after the local deadline confirms nothing
+    }
+    if (hold.count() == 0 || holdOf(hold.threadId) != hold) {
+      return notLive(hold); // released meanwhile (by an owner object's other thread)
+    }
+    engine.lose(hold, LossCause.GONE, "the check before a commit found the lock no longer "
+        + "held in Redis: it expired, was force-unlocked, or was lost in a Redis restart or "
+        + "failover");
+    return hold.active() ? null : hold.lostReason();
+  }
+
+  /** Null if {@code hold} is live ({@link LockEngine#live}), else why not. */
+  private String notLive(Hold hold) {
+    if (hold == null) {
+      return "it was not held";
+    }
+    if (engine.live(hold) && holdOf(hold.threadId) == hold) {
+      return null;
+    }
+    return hold.active() ? "it was released" : hold.lostReason();
   }
 
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */

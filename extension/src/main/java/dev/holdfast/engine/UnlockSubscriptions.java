@@ -102,8 +102,9 @@ final class UnlockSubscriptions implements AutoCloseable {
    * without (timed out, interrupted), signals the next head: after a grant it tries at once
    * (a shared lock may admit it too), and a wake-up the old head consumed is passed on. After a
    * grant of an exclusive lock that a thread of this client now holds to hand over
-   * ({@link WaitEntry#handedLocally}), the next head is woken too: it parks again as a handoff
-   * candidate, bounded by the holder's lease, since that may end without any release message.
+   * ({@link WaitEntry#handedLocally}), the next head is woken only if its park would outlast
+   * the holder's lease ({@link WaitEntry#passTurn}): it parks again as a handoff candidate,
+   * bounded by that lease, since the lease may end without any release message.
    */
   void leave(WaitEntry.Waiter waiter, boolean acquired) {
     WaitEntry entry = waiter.entry;
@@ -122,10 +123,12 @@ final class UnlockSubscriptions implements AutoCloseable {
         entry.subscribed(false);
         connection = connections.get(entry.node);
       } else if (head) {
-        // Always, also after a local grant of a lock handed over locally: the new head then
-        // parks as a handoff candidate for a bounded time (the holder's lease may run out
-        // without a release of this client, and no unlock message would wake it).
-        entry.wakeOne();
+        // After a local grant of a lock handed over locally, only a new head that would park
+        // past the holder's lease is woken: it re-parks bounded by that lease (the lease may
+        // run out without a release of this client, and no unlock message would wake it).
+        entry.passTurn(acquired);
+      } else if (acquired) {
+        entry.passTurn(true); // handed past the head: wake it unless its park ends by our lease
       }
     }
     if (connection != null) {

@@ -134,6 +134,25 @@ final class WaitEntry {
   }
 
   /**
+   * The head left the queue (see {@link UnlockSubscriptions#leave}): signals the new head, so
+   * that it tries at once or passes on a wake-up the old head consumed — except after a grant of
+   * a lock handed over locally ({@code acquired} and {@link #handedLocally}) to a new head whose
+   * park ends by the holder's lease as seen: it looks again in time on its own, while a wake-up
+   * would take it out of the handoff candidates just when the holder may release (the release
+   * would then go through Redis, and the hot key loses its local handoffs).
+   */
+  void passTurn(boolean acquired) {
+    Waiter next = waiters.peek();
+    if (next == null) {
+      return;
+    }
+    if (acquired && handedLocally && next.parkEndsBy(leaseEndsAt)) {
+      return;
+    }
+    next.signal();
+  }
+
+  /**
    * Whether {@code waiter} heads the local queue: of the threads of this client waiting for this
    * lock, only the head contends in Redis; the others wait in join order (FIFO) until they are
    * handed the lock by a releasing thread of this client or become head themselves. So the Redis
@@ -326,6 +345,8 @@ final class WaitEntry {
     private final AtomicInteger state = new AtomicInteger(IDLE);
     /** The outcome of a handoff; written before {@link #state} leaves {@code CLAIMED}. */
     private volatile Grant grant;
+    /** Until when (nanoTime) the waiter parks in {@link #await}; 0 while it runs. */
+    private volatile long parkEnd;
 
     Waiter(WaitEntry entry, boolean candidate, String field, long leaseMillis) {
       this.entry = entry;
@@ -357,6 +378,24 @@ final class WaitEntry {
      */
     boolean await(long millis) throws InterruptedException {
       long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+      parkEnd = end;
+      try {
+        return awaitUntil(end);
+      } finally {
+        parkEnd = 0;
+      }
+    }
+
+    /**
+     * Whether this waiter is parked ({@link #await}) until no later than {@code deadline}
+     * (nanoTime; 0 for unknown, which is never "by").
+     */
+    boolean parkEndsBy(long deadline) {
+      long end = parkEnd;
+      return end != 0 && deadline != 0 && end - deadline <= 0;
+    }
+
+    private boolean awaitUntil(long end) throws InterruptedException {
       while (true) {
         if (signalled.compareAndSet(true, false) || entry.closed || state.get() >= GRANTED) {
           return true;

@@ -14,7 +14,7 @@ import org.jboss.weld.environment.se.Weld;
 import org.jboss.weld.environment.se.WeldContainer;
 
 /**
- * What an application without Micrometer, OpenTelemetry, MicroProfile Health and Mutiny does
+ * What an application without Micrometer, OpenTelemetry, MicroProfile Health, Mutiny and JTA does
  * with Holdfast: run by {@link ObservationAbsentTest} in a class loader that has none of them, so
  * any class that touches them unguarded fails here with {@code NoClassDefFoundError}.
  *
@@ -31,7 +31,7 @@ public final class AbsentApisScenario implements Callable<List<String>> {
   public List<String> call() throws Exception {
     List<String> seen = new ArrayList<>();
     for (String api : List.of(OptionalApis.METER_REGISTRY, OptionalApis.OPEN_TELEMETRY,
-        OptionalApis.HEALTH_CHECK, LockedReturn.UNI_TYPE)) {
+        OptionalApis.HEALTH_CHECK, LockedReturn.UNI_TYPE, OptionalApis.TRANSACTION_REGISTRY)) {
       seen.add(api + (OptionalApis.present(api) ? " present" : " absent"));
     }
     try (LockClient client = LockClient.create(Map.of("holdfast.redis.address", redisUri))) {
@@ -49,6 +49,10 @@ public final class AbsentApisScenario implements Callable<List<String>> {
       long healthBeans = container.getBeanManager().getBeans(Object.class, Any.Literal.INSTANCE)
           .stream().map(Bean::getBeanClass).filter(c -> c.getName().contains("Health")).count();
       seen.add("CDI: " + healthBeans + " health beans");
+      long transactionBeans = container.getBeanManager()
+          .getBeans(Object.class, Any.Literal.INSTANCE).stream().map(Bean::getBeanClass)
+          .filter(c -> c.getName().contains("Transaction")).count();
+      seen.add("CDI: " + transactionBeans + " transaction beans");
     }
     return seen;
   }

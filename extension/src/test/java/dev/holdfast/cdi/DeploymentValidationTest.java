@@ -267,7 +267,7 @@ class DeploymentValidationTest {
   @Test
   void foreignKeyUnderHoldfast_deploysWithOneWarningNamingIt() {
     // As a build passing -Dholdfast.version=... (Maven's usual name for a dependency's version).
-    System.setProperty("holdfast.version", "0.1.0-SNAPSHOT");
+    System.setProperty("holdfast.version", "0.2.0-SNAPSHOT");
     try (LogCapture log = LogCapture.of(LockClientConfig.class.getName())) {
       config.close();
       config = TestConfig.of(NO_REDIS);
@@ -577,6 +577,76 @@ class DeploymentValidationTest {
   }
 
   /** {@return every message of the deployment failure, which must contain {@code expected}} */
+  @ApplicationScoped
+  public static class InterruptAsync {
+    @Locked(value = "async", onLoss = Locked.OnLoss.INTERRUPT)
+    public java.util.concurrent.CompletionStage<String> run() {
+      return null;
+    }
+  }
+
+  @ApplicationScoped
+  public static class CancelBlocking {
+    @Locked(value = "blocking", onLoss = Locked.OnLoss.CANCEL)
+    public void run() {
+    }
+  }
+
+  @Test
+  void interruptOnAnAsynchronousMethod_namesMethodAndMember() {
+    assertFails("Invalid @Locked.onLoss = INTERRUPT on " + InterruptAsync.class.getName()
+        + ".run(): INTERRUPT stops the thread that runs a blocking method", InterruptAsync.class);
+    assertFailsBuildCompatible("Invalid @Locked.onLoss = INTERRUPT on "
+        + InterruptAsync.class.getName() + ".run()", InterruptAsync.class);
+  }
+
+  @Test
+  void cancelOnABlockingMethod_namesMethodAndMember() {
+    assertFails("Invalid @Locked.onLoss = CANCEL on " + CancelBlocking.class.getName()
+        + ".run(): CANCEL cancels the result of an asynchronous method", CancelBlocking.class);
+  }
+
+  @Test
+  void onLossOverride_thatDoesNotFitTheMethod_namesTheKey() {
+    config.close();
+    String key = "holdfast.\"" + Valid.class.getName() + "/run\".locked.on-loss";
+    config = TestConfig.of(NO_REDIS, key, "cancel");
+    assertFails("Invalid " + key + "='cancel' on " + Valid.class.getName() + ".run(): CANCEL",
+        Valid.class);
+  }
+
+  @Test
+  void invalidOnLossOverride_namesTheKey() {
+    config.close();
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.on-loss", "stop");
+    assertFails("holdfast.locked.on-loss='stop' is not what a loss does: use one of nothing, "
+        + "interrupt, cancel", Valid.class);
+  }
+
+  @Test
+  void invalidVerifyBeforeCommit_namesTheKey_alsoWhenNoMethodUsesIt() {
+    config.close();
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.verify-before-commit", "remote");
+    assertFails("holdfast.locked.verify-before-commit='remote' is not a check before commit: "
+        + "use local or redis", Valid.class);
+    config.close();
+    String key = "holdfast.\"com.acme.Absent\".locked.verify-before-commit";
+    config = TestConfig.of(NO_REDIS, key, "sometimes");
+    assertFails(key + "='sometimes' is not a check before commit", Valid.class);
+  }
+
+  @Test
+  void onLossAndVerifyBeforeCommitKeys_areAccepted() {
+    config.close();
+    config = TestConfig.of(NO_REDIS, "holdfast.locked.on-loss", "interrupt",
+        "holdfast.locked.verify-before-commit", "REDIS",
+        "holdfast.\"" + Valid.class.getName() + "/run\".locked.verify-before-commit", "local");
+    try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
+        .addBeanClasses(Valid.class).initialize()) {
+      assertTrue(c.isRunning());
+    }
+  }
+
   private static String assertFails(String expected, Class<?>... beans) {
     try (WeldContainer c = WeldInitiator.createWeld().addExtension(new HoldfastExtension())
         .addBeanClasses(beans).initialize()) {

@@ -27,7 +27,8 @@ class ObservationAbsentTest {
 
   private static final List<String> OPTIONAL = List.of("/io/micrometer/", "/io/opentelemetry/",
       "/org/eclipse/microprofile/health/", "/org/hdrhistogram/", "/org/latencyutils/",
-      "/io/smallrye/reactive/mutiny/");
+      "/io/smallrye/reactive/mutiny/", "/jakarta/transaction/", "/org/jboss/narayana/",
+      "/org/jboss/jboss-transaction-spi/");
 
   @Test
   void withoutMicrometerOpenTelemetryAndHealth_locksWorkAndNothingIsRegistered()
@@ -60,10 +61,12 @@ class ObservationAbsentTest {
           "io.opentelemetry.api.OpenTelemetry absent",
           "org.eclipse.microprofile.health.HealthCheck absent",
           "io.smallrye.mutiny.Uni absent",
+          "jakarta.transaction.TransactionSynchronizationRegistry absent",
           "plain Java: locked and unlocked",
           "CDI: locked call ran",
           "CDI: locked stage completed",
-          "CDI: 0 health beans"), scenario.call());
+          "CDI: 0 health beans",
+          "CDI: 0 transaction beans"), scenario.call());
     } finally {
       thread.setContextClassLoader(previous);
     }

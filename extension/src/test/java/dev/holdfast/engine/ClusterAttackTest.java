@@ -418,7 +418,7 @@ class ClusterAttackTest {
      * The slot-routed batch (several holds of one slot) meets a migrating slot with some keys
      * moved: ASK, then TRYAGAIN on the target. call() re-sends it for its whole call time,
      * {@code timeout * (ATTEMPTS + 1)}, before the watchdog splits it into single renewals. Found
-     * by the review: with README's soak settings (timeout 500 ms, watchdog 2 s) that was the whole
+     * by the review: with the model-test soak's settings (timeout 500 ms, watchdog 2 s) that was the whole
      * lease and every hold of the slot was lost; a renewal now never waits refusals out.
      */
     @Test

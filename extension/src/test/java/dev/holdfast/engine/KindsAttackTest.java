@@ -313,7 +313,7 @@ class KindsAttackTest {
   /**
    * {@code holdAtLeast} (KEEP) shortens a fair lock's expiry from the watchdog lease to what is
    * kept, and publishes nothing: the head waiter, told the watchdog lease, sleeps through the
-   * kept time and the lock stays idle until its park ends (the README lists it as a gap).
+   * kept time and the lock stays idle until its park ends (the README listed it as a gap; since fixed).
    */
   @Test
   void fairHoldAtLeast_thatShortensTheExpiry_wakesTheHead() throws Exception {

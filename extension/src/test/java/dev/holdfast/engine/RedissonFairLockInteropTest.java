@@ -51,7 +51,7 @@ class RedissonFairLockInteropTest {
     Config config = new Config();
     config.useSingleServer().setAddress(redis.server().uri());
     // Redisson lowers every waiter's score by this much at each of its acquisitions (see
-    // README): with its default of 5 minutes, Holdfast waiters would lose their places.
+    // docs/redisson.md): with its default of 5 minutes, Holdfast waiters would lose their places.
     config.setFairLockWaitTimeout(100);
     redisson = Redisson.create(config);
   }

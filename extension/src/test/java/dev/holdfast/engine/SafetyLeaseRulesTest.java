@@ -36,7 +36,7 @@ import redis.clients.jedis.Jedis;
 /**
  * Issue 7 (engine part), lease rules: nested and mixed sections, lease and wait ranges. Each test
  * names the item it reproduces; all fail on the 0.1 engine and pass under the 0.2 contract
- * (README, "Behaviour contract"). Times are scaled down: leases and watchdog timeouts of 1-3 s.
+ * (docs/lock-kinds.md and docs/safety.md). Times are scaled down: leases and watchdog timeouts of 1-3 s.
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class SafetyLeaseRulesTest {

@@ -34,6 +34,24 @@ final class TestThreads {
     };
   }
 
+  /** Starts a named platform daemon thread running {@code body}. */
+  static Thread start(String name, Runnable body) {
+    Thread t = new Thread(body, name);
+    t.setDaemon(true);
+    t.start();
+    return t;
+  }
+
+  /** Whether {@code t} is in a frame of a method whose name contains {@code method}. */
+  static boolean inFrame(Thread t, String method) {
+    for (StackTraceElement e : t.getStackTrace()) {
+      if ((e.getClassName() + "." + e.getMethodName()).contains(method)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** {@code Thread.ofVirtual().factory()} through method handles, or null before Java 21. */
   private static ThreadFactory virtualFactory() {
     try {

@@ -1,5 +1,7 @@
 package dev.holdfast.engine;
 
+import static dev.holdfast.engine.TestThreads.inFrame;
+import static dev.holdfast.engine.TestThreads.start;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -51,23 +53,6 @@ class WaitQueueAttackTest {
   void setUp() {
     redis.flushAll();
     direct = Map.of(LockClientConfig.ADDRESS, redis.server().uri());
-  }
-
-  private static Thread start(String name, Runnable body) {
-    Thread t = new Thread(body, name);
-    t.setDaemon(true);
-    t.start();
-    return t;
-  }
-
-  /** Whether {@code t} is in a frame of a method whose name contains {@code method}. */
-  private static boolean inFrame(Thread t, String method) {
-    for (StackTraceElement e : t.getStackTrace()) {
-      if ((e.getClassName() + "." + e.getMethodName()).contains(method)) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /**

@@ -34,7 +34,7 @@ class AppInstanceTest {
   @Test
   void startupCause_ofAFailedRequest_isTheErrorLineWithWhatItSuppressed() {
     String log = """
-        2026-11-23 04:39:41,966 INFO  [io.quarkus] (main) holdfast-example-quarkus 0.1.0-SNAPSHOT on JVM (powered by Quarkus 3.37.4) started in 0.943s.
+        2026-11-23 04:39:41,966 INFO  [io.quarkus] (main) holdfast-example-quarkus 0.2.0-SNAPSHOT on JVM (powered by Quarkus 3.37.4) started in 0.943s.
         2026-11-23 04:39:45,211 ERROR [io.quarkus.vertx.http.runtime.QuarkusErrorHandler] (executor-thread-1) HTTP Request to /stock/readiness-probe failed, error id: 1615: redis.clients.jedis.exceptions.JedisConnectionException: Failed to connect to 127.0.0.1:1.
         \tat redis.clients.jedis.DefaultJedisSocketFactory.connectToFirstSuccessfulHost(DefaultJedisSocketFactory.java:68)
         \tSuppressed: java.net.ConnectException: Connection refused

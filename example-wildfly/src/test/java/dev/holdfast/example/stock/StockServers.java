@@ -45,6 +45,12 @@ final class StockServers implements ParameterResolver {
    */
   static final String SNAPSHOT_HOLD = "1500ms";
 
+  /**
+   * {@code holdfast.watchdog-timeout} in every server: short, so that a renewal (every third of
+   * it) notices a lock taken away within a second.
+   */
+  static final String WATCHDOG_TIMEOUT = "2s";
+
   private static final ExtensionContext.Namespace NAMESPACE =
       ExtensionContext.Namespace.create(StockServers.class);
 
@@ -66,6 +72,7 @@ final class StockServers implements ParameterResolver {
       RedisServer redis = RedisServer.start();
       Map<String, String> config = Map.of(
           "holdfast.redis.address", redis.uri(),
+          "holdfast.watchdog-timeout", WATCHDOG_TIMEOUT,
           "stock.work-millis", Long.toString(WORK_MILLIS),
           "stock.snapshot.cron", SNAPSHOT_CRON,
           "stock.snapshot.max-delay-millis", Long.toString(SNAPSHOT_MAX_DELAY_MILLIS),
