@@ -14,9 +14,10 @@ import java.util.Objects;
  * watchdog timeout after it was sent; the socket timeout may be longer), or, with
  * {@code holdfast.redis.sync-replicas}, too few replicas acknowledged it. The hold is still
  * believed until its local deadline, {@code timeLeft} from {@code detectedAt}, but unless a
- * renewal gets through before then it will be reported lost. A renewal that reaches Redis and
- * finds the hold gone is no risk but a loss: {@link LockLost} alone. An episode ends in one of
- * two ways, exactly one of which is reported:
+ * renewal gets through before then it will be reported lost; a failed renewal is tried again a
+ * twelfth of the watchdog timeout later. A renewal that reaches Redis and finds the hold gone
+ * is no risk but a loss: {@link LockLost} alone. An episode ends in one of two ways, exactly one
+ * of which is reported:
  * <ul>
  *   <li>a later renewal confirms the hold in Redis: {@link LockRecovered} for the same lock and
  *       holder, and the hold is as safe as before;</li>
