@@ -41,7 +41,9 @@ import java.util.stream.Collectors;
  *       {@code LockLost} per hold and lock name (a multi-lock's members report one each; a
  *       read-write lock's loss, which does not say its side, counts for each side the thread
  *       held); every {@code LockLost} belongs to a hold the thread believed
- *       it held (detected between the start of its acquisition and its release).</li>
+ *       it held (detected between the start of its acquisition and its release), or to a member
+ *       taken by a multi-lock acquisition of the thread that was still under way and gave no
+ *       hold (members taken so far are held and renewed until it gives up).</li>
  *   <li>{@code lost-calls}: once a loss was reported to the thread, or an explicit lease has
  *       run out with no watchdog section open (its upper bound plus
  *       {@value ModelActor#LEASE_TOLERANCE_MICROS} µs), unlock throws
@@ -395,6 +397,10 @@ final class ModelJudge {
       }
     }
     for (ModelEvent lost : unmatchedLost) {
+      if (duringCompositeAcquisition(lost)) {
+        excused.merge("member lost during its multi-lock's acquisition", 1, Integer::sum);
+        continue;
+      }
       violations.add(new Violation("loss-report", lost.start(), "LockLost for thread "
           + lost.threadId() + " of client " + ModelEvent.shortId(lost.client()) + " on '"
           + lost.lock() + "', which that thread did not believe it held then", List.of(lost)));
@@ -704,6 +710,24 @@ final class ModelJudge {
     }
   }
 
+  /**
+   * Whether {@code report} (about a member lock) was detected while its thread was acquiring a
+   * multi-lock with that member, by a call that did not give it a hold: the members taken so far
+   * are held and renewed like any hold, so they may be at risk or lost before the call gives up.
+   */
+  private boolean duringCompositeAcquisition(ModelEvent report) {
+    for (ModelEvent call : calls) {
+      if (isAcquisition(call) && call.b() == call.a() && call.client().equals(report.client())
+          && call.threadId() == report.threadId()
+          && !ModelLocks.probeName(call.lock()).equals(report.lock())
+          && ModelLocks.reportedNames(call.lock()).contains(report.lock())
+          && call.start() <= report.start() && report.start() <= call.end() + TOLERANCE_MICROS) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** The read-write lock name among the model's keys that reports use, or null. */
   private static String readWriteName(String reported) {
     for (String key : ModelLocks.KEYS) {
@@ -716,6 +740,9 @@ final class ModelJudge {
 
   private void checkAtRiskHold(ModelEvent risk) {
     Map<String, Episode> held = heldAt(risk);
+    if (held.isEmpty() && duringCompositeAcquisition(risk)) {
+      return; // a member taken by a multi-lock acquisition still under way (or failing)
+    }
     if (held.isEmpty()) {
       stageViolation(risk, "a LockAtRisk for a hold the thread did not believe it held",
           List.of(risk));

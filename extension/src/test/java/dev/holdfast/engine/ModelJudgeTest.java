@@ -243,6 +243,18 @@ class ModelJudgeTest {
     assertEquals(List.of("stages"), checks());
   }
 
+  @Test
+  void stages_memberAtRiskAndLostDuringAFailedMultiLockAcquisition_areExcused() {
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "", "tryLock(614ms)",
+        "LOCK_EXCEPTION", T, T + 2_500_000, 0, 0, 0, "", "Redis did not answer"));
+    events.add(new ModelEvent(Kind.AT_RISK, "p0", "A", "", 1, "n0", "", "LockAtRisk", "",
+        T + 1_000_000, T + 1_000_100, 1, 0, 0, "n0", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n0", "", "LockLost", "",
+        T + 2_000_000, T + 2_000_100, 2, 0, 0, "", "expired"));
+
+    assertEquals(List.of(), checks());
+  }
+
   /** A report of client {@code client}'s listeners on m0, the {@code seq}-th they heard. */
   private void report(Kind kind, String client, long thread, long detected, long seq) {
     events.add(new ModelEvent(kind, "p0", client, "", thread, "m0", "", switch (kind) {
