@@ -8,7 +8,10 @@ import java.util.Objects;
  * The end of a {@link LockAtRisk} episode without a loss: a lease renewal confirmed the hold in
  * Redis again before its local deadline. Raised once per episode that ends this way, for the same
  * lock and holder as the {@code LockAtRisk} it ends, and never after a {@link LockLost} of that
- * hold.
+ * hold. It is the watchdog's next confirmed renewal that ends the episode: a call of the holder
+ * that reaches Redis meanwhile (a re-entry, an inner unlock) renews the lease too, but the
+ * recovery is reported with the renewal that follows, within a third of the watchdog
+ * timeout.
  *
  * @param lockName   the name given to {@link LockClient#getLock(String)}
  * @param template   the {@code @Locked} template the name was rendered from, or the lock name

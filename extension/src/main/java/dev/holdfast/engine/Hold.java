@@ -89,6 +89,17 @@ final class Hold {
   private volatile LossWatch lossWatch;
   private static final AtomicReferenceFieldUpdater<Hold, LossWatch> LOSS_WATCH =
       AtomicReferenceFieldUpdater.newUpdater(Hold.class, LossWatch.class, "lossWatch");
+  /**
+   * When the open at-risk episode began (nanoTime, never 0), or 0 if none: a renewal of this
+   * watchdog hold could not be confirmed and none has been since. Written under this by the
+   * watchdog; read without a lock on the renewal path, so that a hold not at risk costs a field
+   * read.
+   */
+  private volatile long atRiskSince;
+  /** A {@code LockLost} of this hold was handed to the listeners; event thread only. */
+  boolean lossReported;
+  /** A {@code LockAtRisk} was handed to the listeners and no recovery since; event thread only. */
+  boolean riskReported;
   /** Guarded by this. */
   ScheduledFuture<?> deadlineTask;
   /** When {@link #deadlineTask} fires (nanoTime); guarded by this. */
@@ -402,11 +413,46 @@ final class Hold {
     return epoch == snapshot && !ended && !ending;
   }
 
-  /** Applies a renewal confirmed until {@code until}, unless the hold changed since. */
-  synchronized void renewed(long snapshot, long until) {
-    if (epoch == snapshot && watchdog && !ending && active() && until - confirmedUntil > 0) {
+  /**
+   * Applies a renewal confirmed until {@code until}, unless the hold changed since; a renewal
+   * applied ends the open at-risk episode.
+   *
+   * @return when the episode it ended began (nanoTime), or 0 if it ended none
+   */
+  synchronized long renewed(long snapshot, long until) {
+    if (epoch != snapshot || !watchdog || ending || !active()) {
+      return 0;
+    }
+    if (until - confirmedUntil > 0) {
       confirmedUntil = until;
     }
+    long since = atRiskSince;
+    atRiskSince = 0;
+    return since;
+  }
+
+  /**
+   * Opens an at-risk episode at {@code now}: a renewal of this hold could not be confirmed.
+   * Nothing opens for a hold that is not renewed (fixed lease, ending, released), is already
+   * at risk, or is no longer believed at {@code now} (its deadline timer is about to declare it
+   * lost).
+   *
+   * @param inFlightOnly open it only if a renewal of this hold is in flight now (one that has
+   *     not been answered for a whole renewal period)
+   * @return whether this call opened it
+   */
+  synchronized boolean atRisk(long now, boolean inFlightOnly) {
+    if (atRiskSince != 0 || (inFlightOnly && renewalsInFlight == 0) || retired || ended
+        || ending || !watchdog || !believedAt(now)) {
+      return false;
+    }
+    atRiskSince = now == 0 ? 1 : now;
+    return true;
+  }
+
+  /** Whether an at-risk episode is open (see {@link #atRisk}). */
+  boolean atRisk() {
+    return atRiskSince != 0;
   }
 
   synchronized void renewalEnded() {

@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Keeps watchdog holds alive: every third of the watchdog timeout, a round renews every such hold
@@ -25,9 +26,15 @@ import java.util.concurrent.TimeUnit;
  * lost holds that owe nothing, and gives up holds whose thread ended without unlocking (or whose
  * {@link dev.holdfast.LockHold} was garbage collected without release).
  *
- * <p>A round never throws: a Redis error is logged once per outage and the next round tries
- * again. A hold whose renewals keep failing is declared lost by its deadline timer
- * ({@link LockEngine#watchDeadline}), not here.
+ * <p>A round never throws: a Redis error is logged once per outage, and an extra round a
+ * quarter of the renewal period later tries again ({@link #retrySoon()}). A hold whose
+ * renewals keep failing is declared lost by its deadline timer ({@link LockEngine#watchDeadline}),
+ * not here.
+ *
+ * <p><b>At risk.</b> A renewal that fails (no answer, an error, replicas that did not
+ * acknowledge) or is still unanswered when the next round comes puts a hold that is still
+ * believed at risk ({@link LockEngine#atRisk}); the next renewal applied to it ends the episode
+ * ({@link LockEngine#renewed}). A renewal that finds the hold gone is a loss, not a risk.
  */
 final class LeaseWatchdog {
   private static final System.Logger LOG = System.getLogger(LeaseWatchdog.class.getName());
@@ -44,13 +51,19 @@ final class LeaseWatchdog {
   private final LockEngine engine;
   private final RedisTopology topology;
   private final long leaseMillis;
-  private final Set<Object> busyNodes = ConcurrentHashMap.newKeySet();
+  /** Nodes whose renewals are in flight, with when they were sent (nanoTime). */
+  private final Map<Object, Long> busyNodes = new ConcurrentHashMap<>();
   private final Set<Object> failingNodes = ConcurrentHashMap.newKeySet();
+  /** An extra round is scheduled ({@link #retrySoon()}). */
+  private final AtomicBoolean retryPending = new AtomicBoolean();
+  /** How soon a failed renewal is tried again: a quarter of the renewal period. */
+  private final long retryMillis;
 
   LeaseWatchdog(LockEngine engine) {
     this.engine = engine;
     this.topology = engine.topology();
     this.leaseMillis = engine.watchdogMillis();
+    this.retryMillis = Math.max(1, leaseMillis / 12);
   }
 
   /** One round; called by the scheduler only. */
@@ -81,12 +94,49 @@ final class LeaseWatchdog {
         }
       }
       byNode.forEach((node, holds) -> {
-        if (busyNodes.add(node) && !engine.runIo(() -> renewNode(node, holds))) {
+        Long busySince = busyNodes.putIfAbsent(node, now);
+        if (busySince != null) {
+          unanswered(holds, now - busySince);
+        } else if (!engine.runIo(() -> renewNode(node, holds))) {
           busyNodes.remove(node);
         }
       });
     } catch (Throwable t) {
       LOG.log(Level.ERROR, "Unexpected error in the lock watchdog; it keeps running", t);
+    }
+  }
+
+  /**
+   * Schedules one extra round a quarter of the renewal period from now, unless one is pending:
+   * after a failed renewal, the regular round would come too late to save a hold whose previous
+   * renewal failed too (its deadline comes before the round after next), so a brief outage
+   * would cost every hold it spans two rounds of. Holds of healthy nodes are renewed early by
+   * it, which is harmless.
+   */
+  private void retrySoon() {
+    if (retryPending.compareAndSet(false, true) && !engine.schedule(() -> {
+      retryPending.set(false);
+      run();
+    }, retryMillis)) {
+      retryPending.set(false);
+    }
+  }
+
+  /**
+   * A node's renewals sent {@code nanos} ago (a whole renewal period at least) are still
+   * unanswered: the holds they renew are at risk, well before the call's own timeout says so.
+   */
+  private void unanswered(List<Hold> holds, long nanos) {
+    String error = null;
+    for (Hold h : holds) {
+      if (!h.atRisk()) {
+        if (error == null) {
+          error = "Redis has not answered the lease renewal sent "
+              + TimeUnit.NANOSECONDS.toMillis(nanos) + "ms ago"
+              + where(topology.renewalNode(h.names.key()));
+        }
+        engine.atRisk(h, error, true);
+      }
     }
   }
 
@@ -112,6 +162,7 @@ final class LeaseWatchdog {
       }
       if (failed) {
         failingNodes.add(node);
+        retrySoon();
       } else if (failingNodes.remove(node)) {
         LOG.log(Level.INFO, "Lock lease renewal works again" + where(node));
       }
@@ -249,7 +300,7 @@ final class LeaseWatchdog {
         // A renewal the replicas did not acknowledge might not survive a failover: the hold
         // keeps the lease it had, and is lost at its deadline unless a later renewal is.
         if (replicated.confirmed()) {
-          h.renewed(epoch, until);
+          engine.renewed(h, epoch, until);
           engine.watchDeadline(h);
           engine.observer().renewal(h.template, true);
         }
@@ -273,13 +324,18 @@ final class LeaseWatchdog {
     return unsettled;
   }
 
-  /** Reports a failed renewal of {@code holds}, logging once per outage of their node. */
+  /**
+   * Reports a failed renewal of {@code holds}, logging once per outage of their node; those
+   * still believed are at risk.
+   */
   private void failed(List<Hold> holds, RuntimeException e) {
+    String error = String.valueOf(e.getMessage());
     for (Hold h : holds) {
-      renewalFailed(h, e.getMessage());
+      renewalFailed(h, error);
+      engine.atRisk(h, error, false);
     }
     if (!failingNodes.contains(topology.renewalNode(holds.get(0).names.key()))) {
-      LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + leaseMillis / 3
+      LOG.log(Level.WARNING, "Lock lease renewal failed; retrying every " + retryMillis
           + "ms. Locks are lost if this lasts " + leaseMillis + "ms: " + e.getMessage());
     }
   }

@@ -3,9 +3,12 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.FencedLock;
 import dev.holdfast.LockClientConfig;
+import dev.holdfast.LockAtRisk;
 import dev.holdfast.LockLost;
+import dev.holdfast.LockRecovered;
 import dev.holdfast.engine.LockObserver.LossCause;
 import java.lang.System.Logger.Level;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -35,10 +38,16 @@ import java.util.function.Consumer;
  * <p><b>Threads.</b> One scheduler thread only keeps time: it starts renewal rounds, fires hold
  * deadlines and pings subscriber connections, and never waits for Redis. Redis calls of the
  * watchdog and of owed cleanups run on an I/O pool, one task per node at a time, so that a node
- * that does not answer delays nobody else's renewals. Lost-lock listeners run on their own
- * thread, in order, so that application code never delays a renewal. Asynchronous acquisitions
- * and releases of {@link dev.holdfast.LockHold}s run on an executor of their own
+ * that does not answer delays nobody else's renewals. Listeners (lost, at risk, recovered) run
+ * on their own thread, in order, so that application code never delays a renewal. Asynchronous
+ * acquisitions and releases of {@link dev.holdfast.LockHold}s run on an executor of their own
  * ({@link #asyncExecutor()}), created on first use.
+ *
+ * <p><b>Reports.</b> {@code LockAtRisk}, {@code LockRecovered} and {@code LockLost} are handed
+ * to the listeners on the event thread, in the order they were detected. What may be reported
+ * is decided there too, per hold: no {@code LockAtRisk} or {@code LockRecovered} after the
+ * hold's {@code LockLost}, and a {@code LockRecovered} only after its {@code LockAtRisk}, even
+ * when a loss and a failing renewal are detected at the same moment on different threads.
  *
  * <p><b>Observation.</b> Metrics go through one {@link LockObserver} (Micrometer when the
  * configuration carries a registry, else nothing); JFR events are emitted where the work happens
@@ -63,11 +72,10 @@ public final class LockEngine implements AutoCloseable {
   /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed =
       new ConcurrentHashMap<>();
-  // TODO(issue 17): deliver LockAtRisk / LockRecovered from the watchdog.
-  private final CopyOnWriteArrayList<Consumer<? super dev.holdfast.LockAtRisk>> atRiskListeners =
+  private final CopyOnWriteArrayList<Consumer<? super LockAtRisk>> atRiskListeners =
       new CopyOnWriteArrayList<>();
-  private final CopyOnWriteArrayList<Consumer<? super dev.holdfast.LockRecovered>>
-      recoveredListeners = new CopyOnWriteArrayList<>();
+  private final CopyOnWriteArrayList<Consumer<? super LockRecovered>> recoveredListeners =
+      new CopyOnWriteArrayList<>();
   private final CopyOnWriteArrayList<Consumer<? super LockLost>> lostListeners =
       new CopyOnWriteArrayList<>();
   private final ScheduledThreadPoolExecutor scheduler;
@@ -238,22 +246,21 @@ public final class LockEngine implements AutoCloseable {
     return clientId;
   }
 
-  /** Registers a listener; the returned action removes it. */
   /** Adds an at-risk listener (see {@code LockClient#onLockAtRisk}); returns its removal. */
-  public Runnable addLockAtRiskListener(Consumer<? super dev.holdfast.LockAtRisk> listener) {
+  public Runnable addLockAtRiskListener(Consumer<? super LockAtRisk> listener) {
     Objects.requireNonNull(listener, "listener");
     atRiskListeners.add(listener);
     return () -> atRiskListeners.remove(listener);
   }
 
   /** Adds a recovery listener (see {@code LockClient#onLockRecovered}); returns its removal. */
-  public Runnable addLockRecoveredListener(
-      Consumer<? super dev.holdfast.LockRecovered> listener) {
+  public Runnable addLockRecoveredListener(Consumer<? super LockRecovered> listener) {
     Objects.requireNonNull(listener, "listener");
     recoveredListeners.add(listener);
     return () -> recoveredListeners.remove(listener);
   }
 
+  /** Adds a lost-lock listener (see {@code LockClient#onLockLost}); returns its removal. */
   public Runnable addLockLostListener(Consumer<? super LockLost> listener) {
     Objects.requireNonNull(listener, "listener");
     lostListeners.add(listener);
@@ -462,6 +469,16 @@ public final class LockEngine implements AutoCloseable {
     return subscriptions.activeChannels();
   }
 
+  /** Runs {@code task} on the timer thread after {@code delayMillis}; false if closing. */
+  boolean schedule(Runnable task, long delayMillis) {
+    try {
+      scheduler.schedule(task, delayMillis, TimeUnit.MILLISECONDS);
+      return true;
+    } catch (RejectedExecutionException e) {
+      return false;
+    }
+  }
+
   /** Runs {@code task} on the I/O pool; false if the client is closing. */
   boolean runIo(Runnable task) {
     try {
@@ -583,17 +600,81 @@ public final class LockEngine implements AutoCloseable {
         + " was lost: " + reason);
     LockLost event = new LockLost(hold.names.name(), hold.threadId, reason, detectedAt);
     LossWatch watch = hold.lossWatch(); // read after the mark: see watchLoss
+    report(() -> {
+      hold.lossReported = true;
+      deliver(lostListeners, event, "LockLost");
+      if (watch != null) {
+        watch.fire(reason); // after the listeners, which see the report while the call runs
+      }
+    });
+    return true;
+  }
+
+  /**
+   * A renewal of {@code hold} could not be confirmed ({@code error}, for humans): opens its
+   * at-risk episode and reports it, unless one is open or the hold is not one at risk (see
+   * {@link Hold#atRisk(long, boolean)}). Called by the watchdog.
+   */
+  void atRisk(Hold hold, String error, boolean inFlightOnly) {
+    synchronized (hold) { // an episode's reports are queued in the order of its transitions
+      long now = System.nanoTime();
+      if (hold.atRisk(now, inFlightOnly)) {
+        reportAtRisk(hold, error, now);
+      }
+    }
+  }
+
+  private void reportAtRisk(Hold hold, String error, long now) {
+    LockAtRisk event = new LockAtRisk(hold.names.name(), hold.template, hold.threadId,
+        Duration.ofNanos(Math.max(0, hold.confirmedUntil() - now)), error, Instant.now());
+    LOG.log(Level.DEBUG, () -> "Lock '" + event.lockName() + "' held by " + hold.ownerName()
+        + " is at risk, " + event.timeLeft().toMillis() + "ms left: " + error);
+    report(() -> {
+      if (!hold.lossReported) {
+        hold.riskReported = true;
+        observer.atRisk(hold.template);
+        LockEvents.atRisk(hold.names.name(), hold.template, hold.thread(), hold.threadId,
+            event.timeLeft().toNanos(), error);
+        deliver(atRiskListeners, event, "LockAtRisk");
+      }
+    });
+  }
+
+  /**
+   * Applies a renewal of {@code hold} sent at {@code epoch} and confirmed until {@code until}
+   * (see {@link Hold#renewed}); if it ends an at-risk episode, reports the recovery. Called by
+   * the watchdog.
+   */
+  void renewed(Hold hold, long epoch, long until) {
+    synchronized (hold) {
+      long atRiskSince = hold.renewed(epoch, until);
+      if (atRiskSince != 0) {
+        reportRecovered(hold, atRiskSince);
+      }
+    }
+  }
+
+  private void reportRecovered(Hold hold, long since) {
+    LockRecovered event = new LockRecovered(hold.names.name(), hold.template, hold.threadId,
+        Duration.ofNanos(Math.max(0, System.nanoTime() - since)), Instant.now());
+    report(() -> {
+      if (hold.riskReported && !hold.lossReported) {
+        hold.riskReported = false;
+        observer.recovered(hold.template);
+        LockEvents.recovered(hold.names.name(), hold.template, hold.thread(), hold.threadId,
+            event.atRiskFor().toNanos());
+        deliver(recoveredListeners, event, "LockRecovered");
+      }
+    });
+  }
+
+  /** Runs {@code task} on the event thread, after every report detected before it. */
+  private void report(Runnable task) {
     try {
-      events.execute(() -> {
-        deliver(event);
-        if (watch != null) {
-          watch.fire(reason); // after the listeners, which see the report while the call runs
-        }
-      });
+      events.execute(task);
     } catch (RejectedExecutionException e) {
       // the client is closed: nobody is listening any more
     }
-    return true;
   }
 
   /**
@@ -614,11 +695,7 @@ public final class LockEngine implements AutoCloseable {
     // watch: one of the two sees the other (both may: the watch fires once).
     if (!hold.active()) {
       String reason = hold.lostReason();
-      try {
-        events.execute(() -> watch.fire(reason));
-      } catch (RejectedExecutionException e) {
-        // the client is closed: nobody is told any more
-      }
+      report(() -> watch.fire(reason));
     }
     return () -> {
       watch.close();
@@ -626,13 +703,13 @@ public final class LockEngine implements AutoCloseable {
     };
   }
 
-  private void deliver(LockLost event) {
-    for (Consumer<? super LockLost> listener : lostListeners) {
+  private static <E> void deliver(List<Consumer<? super E>> listeners, E event, String what) {
+    for (Consumer<? super E> listener : listeners) {
       try {
         listener.accept(event);
       } catch (Throwable t) {
         // A faulty listener must not stop others from hearing.
-        LOG.log(Level.ERROR, "LockLost listener " + listener + " failed", t);
+        LOG.log(Level.ERROR, what + " listener " + listener + " failed", t);
       }
     }
   }

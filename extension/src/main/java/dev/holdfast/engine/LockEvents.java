@@ -13,8 +13,9 @@ import jdk.jfr.Timespan;
 
 /**
  * JDK Flight Recorder events, so that a recording shows who waited for which lock, who held it,
- * for how long, and which holds were lost: {@code dev.holdfast.LockWait}, {@code LockHeld},
- * {@code LockLost} and {@code LockRenewalFailed} (category Holdfast).
+ * for how long, and which holds were at risk or lost: {@code dev.holdfast.LockWait},
+ * {@code LockHeld}, {@code LockLost}, {@code LockRenewalFailed}, {@code LockAtRisk} and
+ * {@code LockRecovered} (category Holdfast).
  *
  * <p><b>Cost.</b> An event whose duration matters begins where the work begins, so it must exist
  * before it is known whether it will be committed; it is created only when its type is enabled
@@ -34,12 +35,16 @@ final class LockEvents {
   private static final EventType HELD;
   private static final EventType LOST;
   private static final EventType RENEWAL_FAILED;
+  private static final EventType AT_RISK;
+  private static final EventType RECOVERED;
 
   static {
     EventType wait = null;
     EventType held = null;
     EventType lost = null;
     EventType renewalFailed = null;
+    EventType atRisk = null;
+    EventType recovered = null;
     try {
       // Asked first, by name: defining an event class without jdk.jfr visible fails noisily
       // (WildFly deployments see only java.se unless they import the jdk.jfr module).
@@ -48,6 +53,8 @@ final class LockEvents {
       held = EventType.getEventType(Held.class);
       lost = EventType.getEventType(Lost.class);
       renewalFailed = EventType.getEventType(RenewalFailed.class);
+      atRisk = EventType.getEventType(AtRisk.class);
+      recovered = EventType.getEventType(Recovered.class);
     } catch (Throwable t) { // LinkageError without jdk.jfr, SecurityException, ...
       LOG.log(Level.DEBUG, "JFR events are off: " + t);
     }
@@ -55,6 +62,8 @@ final class LockEvents {
     HELD = held;
     LOST = lost;
     RENEWAL_FAILED = renewalFailed;
+    AT_RISK = atRisk;
+    RECOVERED = recovered;
   }
 
   private LockEvents() {
@@ -142,6 +151,37 @@ final class LockEvents {
     event.commit();
   }
 
+  /** A hold's at-risk episode began ({@link dev.holdfast.LockAtRisk}). */
+  static void atRisk(String name, String template, Thread holder, long holderId,
+      long timeLeftNanos, String error) {
+    if (!enabled(AT_RISK)) {
+      return;
+    }
+    AtRisk event = new AtRisk();
+    event.name = name;
+    event.template = template;
+    event.holder = holder;
+    event.holderId = holderId;
+    event.timeLeft = timeLeftNanos;
+    event.error = error;
+    event.commit();
+  }
+
+  /** A hold's at-risk episode ended with a renewal ({@link dev.holdfast.LockRecovered}). */
+  static void recovered(String name, String template, Thread holder, long holderId,
+      long atRiskNanos) {
+    if (!enabled(RECOVERED)) {
+      return;
+    }
+    Recovered event = new Recovered();
+    event.name = name;
+    event.template = template;
+    event.holder = holder;
+    event.holderId = holderId;
+    event.atRiskFor = atRiskNanos;
+    event.commit();
+  }
+
   @Name("dev.holdfast.LockWait")
   @Label("Lock Wait")
   @Category("Holdfast")
@@ -213,5 +253,46 @@ final class LockEvents {
     String node;
     @Label("Error")
     String error;
+  }
+
+  @Name("dev.holdfast.LockAtRisk")
+  @Label("Lock At Risk")
+  @Category("Holdfast")
+  @Description("A watchdog hold whose renewal Redis did not confirm: believed for Time Left more, "
+      + "then lost unless a renewal gets through")
+  @StackTrace(false)
+  static final class AtRisk extends Event {
+    @Label("Lock")
+    String name;
+    @Label("Template")
+    String template;
+    @Label("Holder")
+    Thread holder;
+    @Label("Holder Thread Id")
+    long holderId;
+    @Label("Time Left")
+    @Timespan(Timespan.NANOSECONDS)
+    long timeLeft;
+    @Label("Error")
+    String error;
+  }
+
+  @Name("dev.holdfast.LockRecovered")
+  @Label("Lock Recovered")
+  @Category("Holdfast")
+  @Description("A hold at risk whose renewal Redis confirmed again before its deadline")
+  @StackTrace(false)
+  static final class Recovered extends Event {
+    @Label("Lock")
+    String name;
+    @Label("Template")
+    String template;
+    @Label("Holder")
+    Thread holder;
+    @Label("Holder Thread Id")
+    long holderId;
+    @Label("At Risk For")
+    @Timespan(Timespan.NANOSECONDS)
+    long atRiskFor;
   }
 }

@@ -7,10 +7,10 @@ package dev.holdfast.engine;
  * where the work begins ({@link LockEvents}).
  *
  * <p>Implementations are called on the threads that do the work (callers of {@code lock()} and
- * {@code unlock()}, the renewal pool, the timer) and must be thread-safe, must not block and must
- * not throw. {@code template} is the lock's template ({@code inventory:{sku}} for
- * {@code @Locked}, the name given to {@code getLock} otherwise), never a rendered name unless it
- * is one.
+ * {@code unlock()}, the renewal pool, the timer, the event thread) and must be thread-safe,
+ * must not block and must not throw. {@code template} is the lock's template
+ * ({@code inventory:{sku}} for {@code @Locked}, the name given to {@code getLock} otherwise),
+ * never a rendered name unless it is one.
  */
 interface LockObserver {
 
@@ -74,6 +74,21 @@ interface LockObserver {
 
   /** A hold was lost. */
   default void lost(String template, LossCause cause) {
+  }
+
+  /**
+   * A hold kept by the watchdog is at risk: a renewal could not be confirmed while the hold is
+   * still believed ({@link dev.holdfast.LockAtRisk}); once per episode. Called on the event
+   * thread.
+   */
+  default void atRisk(String template) {
+  }
+
+  /**
+   * A hold's at-risk episode ended with a confirmed renewal ({@link dev.holdfast.LockRecovered}).
+   * Called on the event thread.
+   */
+  default void recovered(String template) {
   }
 
   /** A watchdog renewal of one hold was confirmed ({@code ok}) or failed. */

@@ -34,6 +34,10 @@ import java.util.function.IntSupplier;
  *   <tr><td>{@value #RENEWALS}</td><td>counter: watchdog renewals of a hold</td>
  *       <td>template, result ({@code ok}, {@code failed})</td></tr>
  *   <tr><td>{@value #LOST}</td><td>counter: holds lost</td><td>template, reason</td></tr>
+ *   <tr><td>{@value #AT_RISK}</td><td>counter: at-risk episodes of watchdog holds (a renewal
+ *       not confirmed while the hold was believed)</td><td>template</td></tr>
+ *   <tr><td>{@value #RECOVERED}</td><td>counter: at-risk episodes ended by a confirmed
+ *       renewal</td><td>template</td></tr>
  *   <tr><td>{@value #REDIS_ERRORS}</td><td>counter: Redis calls that failed</td>
  *       <td>operation, kind ({@code error}, {@code unanswered})</td></tr>
  * </table>
@@ -54,6 +58,8 @@ final class MicrometerObserver implements LockObserver {
   static final String RENEWALS = "holdfast.lock.renewals";
   static final String SKIPPED = "holdfast.lock.skipped";
   static final String LOST = "holdfast.lock.lost";
+  static final String AT_RISK = "holdfast.lock.at.risk";
+  static final String RECOVERED = "holdfast.lock.recovered";
   static final String REDIS_ERRORS = "holdfast.redis.errors";
   static final int MAX_TEMPLATES = 100;
   static final String OTHER = "_other_";
@@ -91,6 +97,16 @@ final class MicrometerObserver implements LockObserver {
   @Override
   public void lost(String template, LossCause cause) {
     shared.template(template).lost(cause).increment();
+  }
+
+  @Override
+  public void atRisk(String template) {
+    shared.template(template).atRisk().increment();
+  }
+
+  @Override
+  public void recovered(String template) {
+    shared.template(template).recovered().increment();
   }
 
   @Override
@@ -177,6 +193,8 @@ final class MicrometerObserver implements LockObserver {
     private final AtomicReferenceArray<Timer> waits = new AtomicReferenceArray<>(OUTCOMES.length);
     private final AtomicReferenceArray<Counter> losses = new AtomicReferenceArray<>(CAUSES.length);
     private volatile Counter skipped;
+    private volatile Counter atRisk;
+    private volatile Counter recovered;
     final Timer held;
     final Counter renewalsOk;
     final Counter renewalsFailed;
@@ -217,6 +235,31 @@ final class MicrometerObserver implements LockObserver {
             .tags(tags)
             .register(registry);
         skipped = c;
+      }
+      return c;
+    }
+
+    /** Created on first use, like the losses. */
+    Counter atRisk() {
+      Counter c = atRisk;
+      if (c == null) {
+        c = Counter.builder(AT_RISK)
+            .description("Distributed lock holds at risk: a lease renewal was not confirmed")
+            .tags(tags)
+            .register(registry);
+        atRisk = c;
+      }
+      return c;
+    }
+
+    Counter recovered() {
+      Counter c = recovered;
+      if (c == null) {
+        c = Counter.builder(RECOVERED)
+            .description("Distributed lock holds at risk whose lease renewal was confirmed again")
+            .tags(tags)
+            .register(registry);
+        recovered = c;
       }
       return c;
     }

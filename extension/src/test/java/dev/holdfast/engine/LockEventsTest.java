@@ -9,6 +9,7 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.testing.Await;
+import dev.holdfast.testing.FaultProxy;
 import dev.holdfast.testing.RedisExtension;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -155,6 +156,45 @@ class LockEventsTest {
   }
 
   @Test
+  void recording_showsHoldsAtRiskAndRecovered(@TempDir Path dir) throws Exception {
+    CountDownLatch recovered = new CountDownLatch(1);
+    List<RecordedEvent> events;
+    try (FaultProxy proxy = new FaultProxy(redis.server().port())) {
+      LockClient proxied = clients.create(LockClientConfig.builder().address(proxy.uri())
+          .watchdogTimeout(Duration.ofSeconds(6)).timeout(Duration.ofMillis(500)).build());
+      proxied.onLockRecovered(r -> recovered.countDown());
+      CountDownLatch atRisk = new CountDownLatch(1);
+      proxied.onLockAtRisk(r -> atRisk.countDown());
+      DistributedLock lock = proxied.getLock("shaky");
+      events = record(dir, () -> {
+        lock.lock();
+        proxy.blackHole(true);
+        try {
+          assertTrue(atRisk.await(10, TimeUnit.SECONDS), "at risk in the outage");
+        } finally {
+          proxy.blackHole(false);
+        }
+        assertTrue(recovered.await(10, TimeUnit.SECONDS), "recovered within the lease");
+        lock.unlock();
+      });
+    }
+
+    RecordedEvent risk = named(events, "dev.holdfast.LockAtRisk").stream().findFirst()
+        .orElseThrow(() -> new AssertionError("no LockAtRisk in " + events));
+    assertEquals("shaky", risk.getString("name"));
+    assertEquals("shaky", risk.getString("template"));
+    assertEquals(Thread.currentThread().getId(), risk.getThread("holder").getJavaThreadId());
+    assertTrue(risk.getDuration("timeLeft").toNanos() > 0);
+    assertFalse(risk.getString("error").isBlank());
+    RecordedEvent back = named(events, "dev.holdfast.LockRecovered").stream().findFirst()
+        .orElseThrow(() -> new AssertionError("no LockRecovered in " + events));
+    assertEquals("shaky", back.getString("name"));
+    assertEquals(Thread.currentThread().getId(), back.getLong("holderId"));
+    assertTrue(back.getDuration("atRiskFor").toNanos() > 0);
+    assertTrue(named(events, "dev.holdfast.LockLost").isEmpty(), "recovered, not lost");
+  }
+
+  @Test
   void recording_showsForceUnlockedHolds(@TempDir Path dir) throws Exception {
     DistributedLock lock = client.getLock("nightly");
     List<RecordedEvent> events = record(dir, () -> {
@@ -199,7 +239,8 @@ class LockEventsTest {
   private static List<RecordedEvent> record(Path dir, ThrowingRunnable action) throws Exception {
     Path file = dir.resolve("holdfast.jfr");
     try (Recording recording = new Recording()) {
-      for (String name : List.of("LockWait", "LockHeld", "LockLost", "LockRenewalFailed")) {
+      for (String name : List.of("LockWait", "LockHeld", "LockLost", "LockRenewalFailed",
+          "LockAtRisk", "LockRecovered")) {
         recording.enable("dev.holdfast." + name).withoutThreshold().withStackTrace();
       }
       recording.start();

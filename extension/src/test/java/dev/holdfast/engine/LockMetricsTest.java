@@ -132,12 +132,39 @@ class LockMetricsTest {
     assertTrue(lost.await(5, TimeUnit.SECONDS));
     assertEquals(1, counter("holdfast.lock.renewals", "report", "result", "failed"));
     assertEquals(1, counter("holdfast.lock.lost", "report", "reason", "gone"));
+    assertNull(registry.find("holdfast.lock.at.risk").counter(), "found gone: no risk, a loss");
     assertThrows(IllegalMonitorStateException.class, lock::unlock);
 
     lock.lock();
     assertTrue(client.getLock("report").forceUnlock());
     assertEquals(1, counter("holdfast.lock.lost", "report", "reason", "force_unlocked"));
     assertThrows(IllegalMonitorStateException.class, lock::unlock);
+  }
+
+  @Test
+  void atRiskAndRecovered_areCountedByTemplate() throws Exception {
+    try (dev.holdfast.testing.FaultProxy proxy =
+        new dev.holdfast.testing.FaultProxy(redis.server().port())) {
+      LockClient proxied = clients.create(config().address(proxy.uri())
+          .watchdogTimeout(Duration.ofSeconds(6)).timeout(Duration.ofMillis(500)).build());
+      CountDownLatch recovered = new CountDownLatch(1);
+      proxied.onLockRecovered(r -> recovered.countDown());
+      DistributedLock lock = Clients.engine(proxied).lock("stock:7", "stock:{sku}");
+      lock.lock();
+      proxy.blackHole(true);
+      try {
+        Await.until(Duration.ofSeconds(10), () -> counter("holdfast.lock.at.risk",
+            "stock:{sku}") == 1, "the hold at risk is counted");
+      } finally {
+        proxy.blackHole(false);
+      }
+      assertTrue(recovered.await(10, TimeUnit.SECONDS), "recovered within the lease");
+      assertEquals(1, counter("holdfast.lock.recovered", "stock:{sku}"));
+      assertEquals(1, counter("holdfast.lock.at.risk", "stock:{sku}"));
+      assertNull(registry.find("holdfast.lock.at.risk").tag("template", "stock:7").counter(),
+          "no meter by rendered name");
+      lock.unlock();
+    }
   }
 
   @Test
@@ -199,6 +226,11 @@ class LockMetricsTest {
   private Timer waits(String template, String outcome) {
     return registry.get("holdfast.lock.wait").tag("template", template).tag("outcome", outcome)
         .timer();
+  }
+
+  private double counter(String name, String template) {
+    Counter c = registry.find(name).tag("template", template).counter();
+    return c == null ? 0 : c.count();
   }
 
   private double counter(String name, String template, String tag, String value) {

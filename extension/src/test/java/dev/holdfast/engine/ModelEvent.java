@@ -7,8 +7,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * One entry of a {@link LockModelTest} history, as recorded by an actor, a client's LockLost
- * listener, the fault driver or a process. Times are wall-clock microseconds since the epoch,
+ * One entry of a {@link LockModelTest} history, as recorded by an actor, a client's report
+ * listeners ({@code LockLost}, {@code LockAtRisk}, {@code LockRecovered}), the fault driver or a process. Times are wall-clock microseconds since the epoch,
  * comparable across the test JVM and the worker JVM (same machine, same clock).
  *
  * <p>Field use by kind:
@@ -28,7 +28,13 @@ import java.util.List;
  *       {@code tag} its episode, {@code a} the probe count on entry (&gt; 1: someone else was
  *       inside), {@code text} the windows inside at entry, comma-separated.</li>
  *   <li>{@code LOST}: a {@code LockLost} event: {@code start} its {@code detectedAt},
- *       {@code end} when the listener received it, {@code text} the reason.</li>
+ *       {@code end} when the listener received it, {@code a} its place among the reports its
+ *       client delivered (1, 2...: the order the listeners heard them), {@code text} the
+ *       reason.</li>
+ *   <li>{@code AT_RISK}: a {@code LockAtRisk} event: like {@code LOST}, with {@code c} its
+ *       {@code timeLeft} in µs, {@code tag} its template, {@code text} its last error.</li>
+ *   <li>{@code RECOVERED}: a {@code LockRecovered} event: like {@code LOST}, with {@code c} its
+ *       {@code atRiskFor} in µs, {@code tag} its template.</li>
  *   <li>{@code FAULT}: {@code op} the fault, {@code lock} its target, {@code start}/{@code end}
  *       when it was active, {@code text} its parameters.</li>
  *   <li>{@code CLIENT}: {@code op} created or closed, {@code actor} the client slot.</li>
@@ -39,7 +45,8 @@ record ModelEvent(Kind kind, String proc, String client, String actor, long thre
     String lock, String id, String op, String outcome, long start, long end, long a, long b,
     long c, String tag, String text) {
 
-  enum Kind { CALL, EPISODE_BEGIN, EPISODE_END, WINDOW, LOST, FAULT, CLIENT, NOTE }
+  enum Kind { CALL, EPISODE_BEGIN, EPISODE_END, WINDOW, LOST, AT_RISK, RECOVERED, FAULT, CLIENT,
+    NOTE }
 
   private static final DateTimeFormatter TIME =
       DateTimeFormatter.ofPattern("HH:mm:ss.SSSSSS").withZone(ZoneId.systemDefault());

@@ -41,7 +41,9 @@ import java.util.stream.Collectors;
  *       {@code LockLost} per hold and lock name (a multi-lock's members report one each; a
  *       read-write lock's loss, which does not say its side, counts for each side the thread
  *       held); every {@code LockLost} belongs to a hold the thread believed
- *       it held (detected between the start of its acquisition and its release).</li>
+ *       it held (detected between the start of its acquisition and its release), or to a member
+ *       taken by a multi-lock acquisition of the thread that was still under way and gave no
+ *       hold (members taken so far are held and renewed until it gives up).</li>
  *   <li>{@code lost-calls}: once a loss was reported to the thread, or an explicit lease has
  *       run out with no watchdog section open (its upper bound plus
  *       {@value ModelActor#LEASE_TOLERANCE_MICROS} µs), unlock throws
@@ -67,6 +69,7 @@ import java.util.stream.Collectors;
  *       kept read hold: no write hold) is acquired by a call that started after it returned and
  *       returned before {@code d} from its start (less 1% and {@value #TOLERANCE_MICROS} µs),
  *       unless a forceUnlock may have run.</li>
+ *   <li>{@code stages}: see {@link #checkStages()}.</li>
  *   <li>plus the processes' own findings ({@code liveness}, {@code cleanup}, {@code worker}) and
  *       the test's {@code handoff} check ({@link #handoffs()}).</li>
  * </ol>
@@ -118,6 +121,8 @@ final class ModelJudge {
   /** Holds with a LockLost that may be about another hold of the same thread too. */
   private final Set<String> sharedLoss = new HashSet<>();
   private final List<ModelEvent> calls = new ArrayList<>();
+  /** Episodes by {@link #holderKey}. */
+  private final Map<String, List<Episode>> byHolder = new HashMap<>();
   private final Map<String, List<ModelEvent>> callsByEpisode = new HashMap<>();
   private final Map<String, List<ModelEvent>> forceUnlocks = new HashMap<>();
   private final List<ModelEvent> faults = new ArrayList<>();
@@ -168,7 +173,6 @@ final class ModelJudge {
       }
     }
     begins.forEach((id, begin) -> episodes.put(id, new Episode(id, begin, ends.get(id))));
-    Map<String, List<Episode>> byHolder = new HashMap<>();
     for (Episode ep : episodes.values()) {
       byHolder.computeIfAbsent(holderKey(ep.begin()), k -> new ArrayList<>()).add(ep);
     }
@@ -176,16 +180,7 @@ final class ModelJudge {
       if (lost.kind() != Kind.LOST) {
         continue;
       }
-      // The latest hold of each key that may be meant; a LockLost of a read-write lock whose
-      // thread held both sides then belongs to both (it does not say which side).
-      Map<String, Episode> match = new TreeMap<>();
-      for (Episode ep : byHolder.getOrDefault(holderKey(lost), List.of())) {
-        if (ep.sameHolder(lost) && ep.callStart() <= lost.start()
-            && lost.start() <= saturatedAdd(ep.endAt(), TOLERANCE_MICROS)) {
-          match.merge(ep.begin().lock(), ep,
-              (a, b) -> a.callStart() >= b.callStart() ? a : b);
-        }
-      }
+      Map<String, Episode> match = heldAt(lost);
       if (match.isEmpty()) {
         unmatchedLost.add(lost);
       }
@@ -196,6 +191,23 @@ final class ModelJudge {
         }
       }
     }
+  }
+
+  /**
+   * The holds a report ({@code LockLost}, {@code LockAtRisk}, {@code LockRecovered}) may be
+   * about, by episode key: the latest hold of each key whose thread believed it held it when
+   * the report was detected; a report on a read-write lock whose thread held both sides belongs
+   * to both (it does not say which side).
+   */
+  private Map<String, Episode> heldAt(ModelEvent report) {
+    Map<String, Episode> match = new TreeMap<>();
+    for (Episode ep : byHolder.getOrDefault(holderKey(report), List.of())) {
+      if (ep.sameHolder(report) && ep.callStart() <= report.start()
+          && report.start() <= saturatedAdd(ep.endAt(), TOLERANCE_MICROS)) {
+        match.merge(ep.begin().lock(), ep, (a, b) -> a.callStart() >= b.callStart() ? a : b);
+      }
+    }
+    return match;
   }
 
   /** Runs every check; the violations, in time order. */
@@ -209,6 +221,7 @@ final class ModelJudge {
     checkEpisodes();
     checkFencing();
     checkKeeps();
+    checkStages();
     for (ModelEvent e : events) {
       if (e.kind() == Kind.NOTE && e.outcome().equals("VIOLATION")) {
         violations.add(new Violation(e.op(), e.start(), e.proc() + ": " + e.text(), List.of()));
@@ -384,6 +397,10 @@ final class ModelJudge {
       }
     }
     for (ModelEvent lost : unmatchedLost) {
+      if (duringCompositeAcquisition(lost)) {
+        excused.merge("member lost during its multi-lock's acquisition", 1, Integer::sum);
+        continue;
+      }
       violations.add(new Violation("loss-report", lost.start(), "LockLost for thread "
           + lost.threadId() + " of client " + ModelEvent.shortId(lost.client()) + " on '"
           + lost.lock() + "', which that thread did not believe it held then", List.of(lost)));
@@ -640,6 +657,136 @@ final class ModelJudge {
         .mapToLong(ModelEvent::a).sum();
   }
 
+  // ---- 10. stages ----
+
+  /**
+   * The two stages of a loss, per client in the order its listeners heard the reports
+   * ({@code a}): at most one open at-risk episode per hold (two for a read-write lock's name,
+   * whose reports do not say the side), a {@code LockRecovered} only while an episode of that
+   * hold is open, and never after that hold's {@code LockLost} (a loss ends the episode); every
+   * {@code LockAtRisk} is about a hold the thread believed it held, with a watchdog section
+   * (a fixed lease is never at risk), and never after that hold's {@code LockLost}.
+   */
+  private void checkStages() {
+    Map<String, List<ModelEvent>> byClient = new HashMap<>();
+    for (ModelEvent e : events) {
+      if (e.kind() == Kind.AT_RISK || e.kind() == Kind.RECOVERED || e.kind() == Kind.LOST) {
+        byClient.computeIfAbsent(e.client(), k -> new ArrayList<>()).add(e);
+      }
+    }
+    for (List<ModelEvent> reports : byClient.values()) {
+      reports.sort(Comparator.comparingLong(ModelEvent::a));
+      Map<String, Integer> open = new HashMap<>();
+      Map<String, ModelEvent> previous = new HashMap<>();
+      for (ModelEvent r : reports) {
+        String hold = r.threadId() + "|" + r.lock();
+        int episodes = open.getOrDefault(hold, 0);
+        ModelEvent before = previous.put(hold, r);
+        List<ModelEvent> evidence = before == null ? List.of(r) : List.of(before, r);
+        switch (r.kind()) {
+          case AT_RISK -> {
+            int sides = r.lock().equals(readWriteName(r.lock())) ? 2 : 1;
+            if (episodes >= sides) {
+              stageViolation(r, "a LockAtRisk while an at-risk episode of that hold is open",
+                  evidence);
+            } else {
+              open.put(hold, episodes + 1);
+            }
+            checkAtRiskHold(r);
+          }
+          case RECOVERED -> {
+            if (episodes == 0) {
+              stageViolation(r, "a LockRecovered without an open at-risk episode of that hold"
+                  + (before != null && before.kind() == Kind.LOST ? " (after its LockLost)"
+                  : ""), evidence);
+            } else {
+              open.put(hold, episodes - 1);
+              checkNotAfterLoss(r);
+            }
+          }
+          default -> open.put(hold, Math.max(0, episodes - 1)); // a loss ends its episode
+        }
+      }
+    }
+  }
+
+  /**
+   * Whether {@code report} (about a member lock) was detected while its thread was acquiring a
+   * multi-lock with that member, by a call that did not give it a hold: the members taken so far
+   * are held and renewed like any hold, so they may be at risk or lost before the call gives up.
+   */
+  private boolean duringCompositeAcquisition(ModelEvent report) {
+    for (ModelEvent call : calls) {
+      if (isAcquisition(call) && call.b() == call.a() && call.client().equals(report.client())
+          && call.threadId() == report.threadId()
+          && !ModelLocks.probeName(call.lock()).equals(report.lock())
+          && ModelLocks.reportedNames(call.lock()).contains(report.lock())
+          && call.start() <= report.start() && report.start() <= call.end() + TOLERANCE_MICROS) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** The read-write lock name among the model's keys that reports use, or null. */
+  private static String readWriteName(String reported) {
+    for (String key : ModelLocks.KEYS) {
+      if (ModelLocks.isReadWrite(key) && ModelLocks.probeName(key).equals(reported)) {
+        return reported;
+      }
+    }
+    return null;
+  }
+
+  private void checkAtRiskHold(ModelEvent risk) {
+    Map<String, Episode> held = heldAt(risk);
+    if (held.isEmpty() && duringCompositeAcquisition(risk)) {
+      return; // a member taken by a multi-lock acquisition still under way (or failing)
+    }
+    if (held.isEmpty()) {
+      stageViolation(risk, "a LockAtRisk for a hold the thread did not believe it held",
+          List.of(risk));
+      return;
+    }
+    boolean watchdog = held.values().stream().anyMatch(ep -> callsByEpisode
+        .getOrDefault(ep.id(), List.of()).stream().anyMatch(c -> isAcquisition(c)
+            && c.b() > c.a() && c.start() <= risk.start() && watchdogLease(c.op())));
+    if (!watchdog) {
+      List<ModelEvent> evidence = new ArrayList<>(List.of(risk));
+      held.values().forEach(ep -> evidence.add(ep.begin()));
+      stageViolation(risk, "a LockAtRisk for a hold with fixed leases only", evidence);
+    }
+    checkNotAfterLoss(risk);
+  }
+
+  /** A LockAtRisk or LockRecovered must not follow a LockLost of its (unambiguous) hold. */
+  private void checkNotAfterLoss(ModelEvent report) {
+    for (Episode ep : heldAt(report).values()) {
+      if (ModelLocks.isReadWrite(ep.begin().lock())) {
+        continue; // the loss of one side reads as the loss of both
+      }
+      for (ModelEvent lost : lostByEpisode.getOrDefault(ep.id(), List.of())) {
+        if (lost.client().equals(report.client()) && lost.a() < report.a()) {
+          stageViolation(report, "a " + report.op() + " after the LockLost of its hold",
+              List.of(ep.begin(), lost, report));
+        }
+      }
+    }
+  }
+
+  /** Whether an acquisition's op (as {@code ModelActor} describes it) asked for no lease. */
+  static boolean watchdogLease(String op) {
+    String call = op.replaceFirst("\\+interrupt@.*$", "");
+    return call.equals("lock()") || call.equals("tryLock()") || call.equals("lockInterruptibly()")
+        || call.matches("tryLock\\(\\d+ms\\)") || call.endsWith(",null)");
+  }
+
+  private void stageViolation(ModelEvent report, String summary, List<ModelEvent> evidence) {
+    violations.add(new Violation("stages", report.start(), summary + ": lock '"
+        + report.lock() + "', " + (report.threadId() < 0 ? "LockHold " : "thread ")
+        + report.threadId() + ", client " + ModelEvent.shortId(report.client()), evidence));
+  }
+
   // ---- figures ----
 
   /** Figures for the summary table, in display order. */
@@ -659,6 +806,9 @@ final class ModelJudge {
         .map(Episode::end).toList(), ModelEvent::outcome));
     f.put("losses reported (LockLost)", Long.toString(events.stream()
         .filter(e -> e.kind() == Kind.LOST).count()));
+    f.put("at risk / recovered (LockAtRisk / LockRecovered)", events.stream()
+        .filter(e -> e.kind() == Kind.AT_RISK).count() + " / " + events.stream()
+        .filter(e -> e.kind() == Kind.RECOVERED).count());
     f.put("probe windows", Integer.toString(windows.size()));
     f.put("overlaps seen / excused", overlaps + " / " + excused.values().stream()
         .mapToInt(Integer::intValue).sum() + (excused.isEmpty() ? "" : " " + excused));

@@ -170,6 +170,100 @@ class ModelJudgeTest {
     assertEquals(List.of(), checks());
   }
 
+  @Test
+  void stages_atRiskThenRecoveredOrLost_areFine() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "LOST");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+    report(Kind.RECOVERED, "A", 1, T + 1_500_000, 2);
+    report(Kind.AT_RISK, "A", 1, T + 2_000_000, 3);
+    report(Kind.LOST, "A", 1, T + 3_000_000, 4);
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void stages_secondAtRiskWhileOneIsOpen_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "UNLOCKED");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+    report(Kind.AT_RISK, "A", 1, T + 2_000_000, 2);
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
+  void stages_recoveredWithoutAtRisk_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "UNLOCKED");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.RECOVERED, "A", 1, T + 1_000_000, 1);
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
+  void stages_recoveredAfterTheLossOfItsHold_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "LOST");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+    report(Kind.LOST, "A", 1, T + 1_400_000, 2);
+    report(Kind.RECOVERED, "A", 1, T + 1_500_000, 3);
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
+  void stages_atRiskAfterTheLossOfItsHold_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "LOST");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.LOST, "A", 1, T + 1_000_000, 1);
+    report(Kind.AT_RISK, "A", 1, T + 1_500_000, 2);
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
+  void stages_atRiskOfAFixedLeaseHold_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 5_000_000, "UNLOCKED");
+    call("A", 1, "a", "lock(1500ms)", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+
+    assertEquals(List.of("stages"), checks());
+
+    call("A", 1, "a", "tryLock(200ms)+interrupt@20ms", "OK", T + 500_000, 1, 2, "", "");
+    assertEquals(List.of(), checks(), "a watchdog re-entry came before it");
+  }
+
+  @Test
+  void stages_atRiskOfNoHoldOfTheThread_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 500_000, "UNLOCKED");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
+  void stages_memberAtRiskAndLostDuringAFailedMultiLockAcquisition_areExcused() {
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "", "tryLock(614ms)",
+        "LOCK_EXCEPTION", T, T + 2_500_000, 0, 0, 0, "", "Redis did not answer"));
+    events.add(new ModelEvent(Kind.AT_RISK, "p0", "A", "", 1, "n0", "", "LockAtRisk", "",
+        T + 1_000_000, T + 1_000_100, 1, 0, 0, "n0", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n0", "", "LockLost", "",
+        T + 2_000_000, T + 2_000_100, 2, 0, 0, "", "expired"));
+
+    assertEquals(List.of(), checks());
+  }
+
+  /** A report of client {@code client}'s listeners on m0, the {@code seq}-th they heard. */
+  private void report(Kind kind, String client, long thread, long detected, long seq) {
+    events.add(new ModelEvent(kind, "p0", client, "", thread, "m0", "", switch (kind) {
+      case AT_RISK -> "LockAtRisk";
+      case RECOVERED -> "LockRecovered";
+      default -> "LockLost";
+    }, "", detected, detected + 100, seq, 0, 0, "m0", ""));
+  }
+
   /** An unlock of the multi-lock's inner section (count 2). */
   private void innerMultiUnlock(String outcome, long start, String text, String tag) {
     events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "a", "unlock",

@@ -1,8 +1,10 @@
 package dev.holdfast.engine;
 
+import dev.holdfast.LockAtRisk;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockException;
 import dev.holdfast.LockLost;
+import dev.holdfast.LockRecovered;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
@@ -27,6 +29,9 @@ final class ModelSlot implements AutoCloseable {
     final String clientId;
     /** (threadId|lock) to the latest detectedAt (µs) of a LockLost received. */
     private final ConcurrentMap<String, Long> lost = new ConcurrentHashMap<>();
+    /** Reports delivered so far; written by the client's event thread only. */
+    private final java.util.concurrent.atomic.AtomicLong reports =
+        new java.util.concurrent.atomic.AtomicLong();
     private volatile long closedAt;
 
     private Generation(LockClient client) {
@@ -150,6 +155,8 @@ final class ModelSlot implements AutoCloseable {
     }
     Generation generation = new Generation(client);
     client.onLockLost(event -> received(generation, event));
+    client.onLockAtRisk(event -> received(generation, event));
+    client.onLockRecovered(event -> received(generation, event));
     history.add(ModelEvent.Kind.CLIENT, generation.clientId, label, 0, "", label, "created", "",
         start, ModelEvent.now(), 0, 0, 0, "", "");
     return generation;
@@ -157,11 +164,31 @@ final class ModelSlot implements AutoCloseable {
 
   private void received(Generation generation, LockLost event) {
     long received = ModelEvent.now();
-    long detected = event.detectedAt().getEpochSecond() * 1_000_000
-        + event.detectedAt().getNano() / 1_000;
+    long detected = micros(event.detectedAt());
     generation.lost.merge(event.threadId() + "|" + event.lockName(), detected, Math::max);
     history.add(ModelEvent.Kind.LOST, generation.clientId, "", event.threadId(),
-        event.lockName(), "", "LockLost", "", detected, received, 0, 0, 0, "", event.reason());
+        event.lockName(), "", "LockLost", "", detected, received,
+        generation.reports.incrementAndGet(), 0, 0, "", event.reason());
+  }
+
+  private void received(Generation generation, LockAtRisk event) {
+    long received = ModelEvent.now();
+    history.add(ModelEvent.Kind.AT_RISK, generation.clientId, "", event.threadId(),
+        event.lockName(), "", "LockAtRisk", "", micros(event.detectedAt()), received,
+        generation.reports.incrementAndGet(), 0, event.timeLeft().toNanos() / 1_000,
+        event.template(), event.lastError());
+  }
+
+  private void received(Generation generation, LockRecovered event) {
+    long received = ModelEvent.now();
+    history.add(ModelEvent.Kind.RECOVERED, generation.clientId, "", event.threadId(),
+        event.lockName(), "", "LockRecovered", "", micros(event.detectedAt()), received,
+        generation.reports.incrementAndGet(), 0, event.atRiskFor().toNanos() / 1_000,
+        event.template(), "");
+  }
+
+  private static long micros(java.time.Instant at) {
+    return at.getEpochSecond() * 1_000_000 + at.getNano() / 1_000;
   }
 
   private static void sleep(long millis) {
