@@ -3,6 +3,7 @@ package dev.holdfast.example.stock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockLostException;
 import dev.holdfast.Locked;
+import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 import jakarta.transaction.HeuristicMixedException;
@@ -18,10 +19,12 @@ import jakarta.transaction.UserTransaction;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -32,6 +35,7 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>A posting can hold still between recording its entry and committing: for up to
  * {@code holdMillis}, or until {@link #endHold} — a window in which a test takes the lock away.
+ * {@link #postAsync} holds still without a thread: its result completes when the hold ends.
  *
  * <p>Thread-safe; the committed ledger lives in this process (a database would take part in the
  * transaction the same way, as an XA or last resource).
@@ -44,7 +48,7 @@ public class Ledger {
   private static final AtomicLong IDS = new AtomicLong();
 
   private final Map<String, Account> accounts = new ConcurrentHashMap<>();
-  private final Map<String, CountDownLatch> holds = new ConcurrentHashMap<>();
+  private final Map<String, CompletableFuture<Void>> holds = new ConcurrentHashMap<>();
   private volatile Thread lastInterrupted;
 
   @Inject
@@ -129,6 +133,31 @@ public class Ledger {
   }
 
   /**
+   * {@link #post} whose work ends later: the entry is recorded while the method runs, and the
+   * {@code Uni} it returns has its item once the hold ends, on the thread that ends it (no thread
+   * waits meanwhile). Quarkus's {@code @Transactional} commits a {@code Uni} method's transaction
+   * when the {@code Uni} completes, not when the method returns; {@code @Locked} releases after
+   * that, so the commit guard checks the lock at the commit, however long after the return.
+   *
+   * @return the entry, committed once the {@code Uni} has its item
+   * @throws RuntimeException (as the {@code Uni}'s failure) if the lock was lost before the
+   *     commit: the transaction manager's {@code RollbackException}, whose cause chain holds a
+   *     {@link LockLostException} naming the lock and why
+   */
+  @Locked("ledger:{account}")
+  @Transactional
+  public Uni<Entry> postAsync(String account, long amount, long holdMillis) {
+    Entry entry = recordOnCommit(account, amount);
+    return Uni.createFrom().completionStage(holdAsync(account, holdMillis)).replaceWith(entry);
+  }
+
+  /** {@return whether a posting to {@code account} is holding still now} */
+  public boolean holding(String account) {
+    CompletableFuture<Void> hold = holds.get(account);
+    return hold != null && !hold.isDone();
+  }
+
+  /**
    * {@return the thread whose hold was last interrupted, and whether an interrupt is pending on
    * it now}; empty if none was
    */
@@ -140,7 +169,7 @@ public class Ledger {
 
   /** Ends the hold of the posting to {@code account} now or the next one to hold. */
   public void endHold(String account) {
-    holds.computeIfAbsent(account, a -> new CountDownLatch(1)).countDown();
+    holdOf(account).complete(null);
   }
 
   /** {@return what was committed to {@code account}, and how many postings rolled back} */
@@ -151,9 +180,15 @@ public class Ledger {
   }
 
   private Entry record(String account, long amount, long holdMillis) {
+    Entry entry = recordOnCommit(account, amount);
+    hold(account, holdMillis);
+    return entry;
+  }
+
+  /** A new entry, applied to {@code account} if the transaction active now commits. */
+  private Entry recordOnCommit(String account, long amount) {
     Entry entry = new Entry(IDS.incrementAndGet(), amount);
     transactions.registerInterposedSynchronization(new ApplyOnCommit(account, entry));
-    hold(account, holdMillis);
     return entry;
   }
 
@@ -170,9 +205,13 @@ public class Ledger {
     if (holdMillis <= 0) {
       return;
     }
-    CountDownLatch hold = holds.computeIfAbsent(account, a -> new CountDownLatch(1));
+    CompletableFuture<Void> hold = holdOf(account);
     try {
-      hold.await(holdMillis, TimeUnit.MILLISECONDS);
+      hold.get(holdMillis, TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      // held still for holdMillis: the posting goes on
+    } catch (ExecutionException e) {
+      throw new IllegalStateException("A hold is only ever completed normally", e);
     } catch (InterruptedException e) {
       lastInterrupted = Thread.currentThread();
       Thread.currentThread().interrupt(); // for whoever interrupted: Holdfast takes back its own
@@ -180,6 +219,22 @@ public class Ledger {
     } finally {
       holds.remove(account, hold);
     }
+  }
+
+  /** A hold that ends after {@code holdMillis}, or at {@link #endHold}. */
+  private CompletableFuture<Void> holdAsync(String account, long holdMillis) {
+    if (holdMillis <= 0) {
+      return CompletableFuture.completedFuture(null);
+    }
+    CompletableFuture<Void> hold = holdOf(account);
+    hold.completeOnTimeout(null, holdMillis, TimeUnit.MILLISECONDS)
+        .whenComplete((ignored, failure) -> holds.remove(account, hold));
+    return hold;
+  }
+
+  /** The hold of the posting to {@code account} now, or of the next one to hold. */
+  private CompletableFuture<Void> holdOf(String account) {
+    return holds.computeIfAbsent(account, a -> new CompletableFuture<>());
   }
 
   /**

@@ -2,6 +2,8 @@ package dev.holdfast.example.stock;
 
 import dev.holdfast.LockLost;
 import dev.holdfast.LockLostException;
+import io.smallrye.mutiny.Uni;
+import io.smallrye.mutiny.infrastructure.Infrastructure;
 import jakarta.inject.Inject;
 import jakarta.ws.rs.GET;
 import jakarta.ws.rs.POST;
@@ -28,6 +30,8 @@ import java.util.List;
  *                                        method begins and commits itself
  * POST /ledger/acc-1/interruptible?…     the same as the first, stopped by an interrupt once
  *                                        the lock is lost (onLoss = INTERRUPT)
+ * POST /ledger/acc-1/async?…             the same as the first from a Uni method, whose
+ *                                        transaction commits when its Uni completes
  * POST /ledger/acc-1/end-hold            ends the hold of the posting to acc-1
  * GET  /ledger/acc-1                     {"account":"acc-1","balance":5,"entries":[…],
  *                                        "rolledBack":0}: what was committed
@@ -80,6 +84,28 @@ public class LedgerResource {
     return answer(ledger::postInterruptible, account, amount, holdMs);
   }
 
+  /**
+   * {@link #post} through the {@code Uni} method {@link Ledger#postAsync}, without a thread
+   * waiting while the posting holds still: the same answers. Subscribed on a worker thread, not
+   * on the event loop that calls this endpoint: {@code @Locked} calls the method on the thread
+   * that completes the acquisition, which can be the subscribing one, and Quarkus refuses to
+   * begin a {@code @Transactional} transaction on the event loop.
+   */
+  @POST
+  @Path("/{account}/async")
+  public Uni<Response> postAsync(@PathParam("account") String account,
+      @QueryParam("amount") long amount, @QueryParam("holdMs") long holdMs) {
+    Response badHold = badHold(holdMs);
+    if (badHold != null) {
+      return Uni.createFrom().item(badHold);
+    }
+    return ledger.postAsync(account, amount, holdMs)
+        .runSubscriptionOn(Infrastructure.getDefaultWorkerPool())
+        .map(entry -> Response.ok(new Posted(account, entry)).build())
+        .onFailure(failure -> lockLost(failure) != null)
+        .recoverWithItem(failure -> lost(account, lockLost(failure)));
+  }
+
   /** The thread whose hold was last interrupted, and whether an interrupt is pending on it. */
   @GET
   @Path("/last-interrupted-thread")
@@ -114,9 +140,9 @@ public class LedgerResource {
    * this endpoint's to answer.
    */
   private static Response answer(Posting posting, String account, long amount, long holdMs) {
-    if (holdMs < 0 || holdMs > Ledger.MAX_HOLD_MILLIS) {
-      return Response.status(Response.Status.BAD_REQUEST).entity(new StockResource.Error(
-          "Expected ?holdMs=<0 to " + Ledger.MAX_HOLD_MILLIS + ">")).build();
+    Response badHold = badHold(holdMs);
+    if (badHold != null) {
+      return badHold;
     }
     try {
       return Response.ok(new Posted(account, posting.post(account, amount, holdMs))).build();
@@ -125,9 +151,23 @@ public class LedgerResource {
       if (lost == null) {
         throw e;
       }
-      return Response.status(Response.Status.CONFLICT)
-          .entity(new Lost(account, lost.lockName(), lost.getMessage())).build();
+      return lost(account, lost);
     }
+  }
+
+  /** {@return 400 if {@code holdMs} is out of range, else null} */
+  private static Response badHold(long holdMs) {
+    if (holdMs < 0 || holdMs > Ledger.MAX_HOLD_MILLIS) {
+      return Response.status(Response.Status.BAD_REQUEST).entity(new StockResource.Error(
+          "Expected ?holdMs=<0 to " + Ledger.MAX_HOLD_MILLIS + ">")).build();
+    }
+    return null;
+  }
+
+  /** {@return 409: the posting to {@code account} rolled back because its lock was lost} */
+  private static Response lost(String account, LockLostException lost) {
+    return Response.status(Response.Status.CONFLICT)
+        .entity(new Lost(account, lost.lockName(), lost.getMessage())).build();
   }
 
   private static LockLostException lockLost(Throwable failure) {

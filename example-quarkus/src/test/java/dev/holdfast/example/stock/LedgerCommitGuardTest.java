@@ -13,6 +13,7 @@ import dev.holdfast.testing.Await;
 import io.quarkus.test.common.WithTestResource;
 import io.quarkus.test.junit.QuarkusTest;
 import io.restassured.response.Response;
+import jakarta.inject.Inject;
 import java.net.URI;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -35,8 +36,9 @@ import redis.clients.jedis.Jedis;
  * The commit guard on Quarkus's Narayana: a {@code @Locked @Transactional} posting
  * ({@link Ledger}) whose lock another client takes away ({@code forceUnlock}) while it runs is
  * rolled back, and its caller is told which lock was lost and why — whether the transaction was
- * begun by {@code @Transactional} or by the method itself. The test profile's watchdog lease is
- * 2 s (renewed every ~670 ms).
+ * begun by {@code @Transactional} or by the method itself, and also when the method returns a
+ * {@code Uni} ({@code /async}), whose transaction Quarkus commits only when the {@code Uni}
+ * completes. The test profile's watchdog lease is 2 s (renewed every ~670 ms).
  */
 @QuarkusTest
 @WithTestResource(RedisTestResource.class)
@@ -48,6 +50,9 @@ class LedgerCommitGuardTest {
   @ConfigProperty(name = "holdfast.redis.address")
   String redisAddress;
 
+  @Inject
+  Ledger ledger;
+
   private String account;
 
   @BeforeEach
@@ -57,32 +62,40 @@ class LedgerCommitGuardTest {
 
   @Test
   void post_withItsLockUntouched_commits() {
-    for (String variant : List.of("", "/verified", "/own-transaction")) {
+    List<String> variants = List.of("", "/verified", "/own-transaction", "/async");
+    for (String variant : variants) {
       post(variant, 0).then().statusCode(200).body("entry.amount", equalTo(5));
     }
 
     given().get("/ledger/{account}", account).then().statusCode(200)
-        .body("balance", equalTo(15)).body("entries.size()", equalTo(3))
+        .body("balance", equalTo(5 * variants.size()))
+        .body("entries.size()", equalTo(variants.size()))
         .body("rolledBack", equalTo(0));
     try (Jedis redis = redis()) {
       assertFalse(redis.exists(lockName()), "released once the call returned");
     }
   }
 
+  /**
+   * For {@code /async} the method has long returned its {@code Uni} when the lock is taken away:
+   * the transaction is still open then (nothing committed, nothing rolled back), and the guard
+   * checks the lock when Quarkus commits, once the {@code Uni} completes.
+   */
   @ParameterizedTest(name = "POST /ledger/…{0}")
-  @ValueSource(strings = {"", "/own-transaction"})
+  @ValueSource(strings = {"", "/own-transaction", "/async"})
   void post_whoseLockIsTakenAwayAndNoticedByARenewal_rollsBack_andSaysWhy(String variant)
       throws Exception {
     account += variant.replace('/', '-');
-    try (LockClient otherClient = otherClient(); Jedis redis = redis()) {
+    try (LockClient otherClient = otherClient()) {
       CompletableFuture<Response> call =
           CompletableFuture.supplyAsync(() -> post(variant, HOLD_MS));
-      Await.until(TIMEOUT, () -> redis.exists(lockName()), "the posting holds " + lockName());
+      Await.until(TIMEOUT, () -> ledger.holding(account), "the posting holds still");
 
       assertTrue(otherClient.getLock(lockName()).forceUnlock(), "taken away");
       Await.until(TIMEOUT, () -> lostLocks().contains(lockName()),
           "a renewal reported " + lockName() + " lost (LockLost event)");
       assertFalse(call.isDone(), "the posting is still holding still");
+      assertOpen();
       endHold();
 
       call.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS).then().statusCode(409)
@@ -90,6 +103,25 @@ class LedgerCommitGuardTest {
           .body("error", containsString(lockName()));
     }
     assertRolledBackOnly();
+  }
+
+  /** Quarkus commits a {@code Uni} method's transaction when the {@code Uni} completes. */
+  @Test
+  void postAsync_withItsLockUntouched_commitsWhenItsUniCompletes() throws Exception {
+    CompletableFuture<Response> call = CompletableFuture.supplyAsync(() -> post("/async", HOLD_MS));
+    Await.until(TIMEOUT, () -> ledger.holding(account), "the posting holds still");
+    assertFalse(call.isDone(), "the posting is still holding still");
+    assertOpen();
+    endHold();
+
+    call.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS).then().statusCode(200)
+        .body("entry.amount", equalTo(5));
+    given().get("/ledger/{account}", account).then().statusCode(200)
+        .body("balance", equalTo(5)).body("entries.size()", equalTo(1))
+        .body("rolledBack", equalTo(0));
+    try (Jedis redis = redis()) {
+      assertFalse(redis.exists(lockName()), "released before the answer");
+    }
   }
 
   @Test
@@ -190,6 +222,12 @@ class LedgerCommitGuardTest {
 
   private void endHold() {
     given().post("/ledger/{account}/end-hold", account).then().statusCode(204);
+  }
+
+  /** The posting's transaction has not completed: nothing committed, nothing rolled back. */
+  private void assertOpen() {
+    given().get("/ledger/{account}", account).then().statusCode(200)
+        .body("entries", empty()).body("rolledBack", equalTo(0));
   }
 
   /** The transaction ran (and was counted) but nothing of it was committed. */
