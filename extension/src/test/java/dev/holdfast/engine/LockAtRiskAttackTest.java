@@ -19,6 +19,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.BeforeEach;
@@ -107,6 +108,64 @@ class LockAtRiskAttackTest {
             .filter(e -> e instanceof LockAtRisk r && onSlow.contains(r.lockName()))
             .findFirst().orElseThrow());
     held.forEach(DistributedLock::forceUnlock);
+  }
+
+  // (1) The extra rounds against releases: while one master refuses renewals (an extra round
+  // every 250 ms, renewing every master), threads lock and unlock holds on the other masters
+  // as fast as they can. A renewal racing a final unlock must not keep the key alive after it,
+  // nor report the released hold lost or at risk.
+  @Test
+  void extraRounds_racingReleases_neverResurrectOrReportThem() throws Exception {
+    LockClient client = client();
+    LockClient observer = client();
+    LockAtRiskTest.Reports reports = LockAtRiskTest.Reports.on(client);
+    RedisServer failing = redis.clusterSetup().servers().get(0);
+    List<DistributedLock> probes = RenewalCounting.lockMany(client, 24);
+    Set<String> onFailing = ClusterLockAtRiskTest.servedBy(failing, probes);
+    List<String> healthy = new ArrayList<>();
+    for (DistributedLock lock : probes) {
+      if (!onFailing.contains(lock.getName())) {
+        healthy.add(lock.getName());
+        lock.unlock();
+      }
+    }
+    assertFalse(onFailing.isEmpty() || healthy.size() < 4, "setup: " + onFailing);
+    List<String> problems = new CopyOnWriteArrayList<>();
+    AtomicBoolean racing = new AtomicBoolean(true);
+    List<Thread> racers = new ArrayList<>();
+    for (int t = 0; t < 4; t++) {
+      List<String> mine = healthy.subList(t * healthy.size() / 4, (t + 1) * healthy.size() / 4);
+      racers.add(TestThreads.start("racer-" + t, () -> {
+        while (racing.get()) {
+          for (String name : mine) {
+            DistributedLock lock = client.getLock(name);
+            lock.lock();
+            lock.unlock();
+            if (observer.getLock(name).isLocked()) {
+              problems.add(name + " still locked in Redis after its final unlock");
+            }
+          }
+        }
+      }));
+    }
+    denyScripts(failing, true);
+    try {
+      Await.until(Duration.ofSeconds(20), () -> deniedCalls(failing) >= 8,
+          "extra rounds while the failing master refuses renewals");
+    } finally {
+      denyScripts(failing, false);
+      racing.set(false);
+      for (Thread racer : racers) {
+        racer.join(10_000);
+      }
+    }
+    assertEquals(List.of(), problems);
+    for (LockAtRiskTest.Reports.Heard h : reports.heard) {
+      String name = h.event() instanceof LockLost l ? l.lockName()
+          : h.event() instanceof LockAtRisk r ? r.lockName() : null;
+      assertFalse(healthy.contains(name), "a released hold reported: " + h.event());
+    }
+    probes.forEach(DistributedLock::forceUnlock);
   }
 
   // (1) Storm bound: the extra round is per client and per node batch, never per hold. While
