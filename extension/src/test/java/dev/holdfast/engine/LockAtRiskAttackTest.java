@@ -23,7 +23,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -69,9 +68,9 @@ class LockAtRiskAttackTest {
   // than a twelfth of the timeout (400 ms here, a renewal period being 1 s) has its holds
   // reported at risk, then recovered. LockAtRisk's contract: unanswered "when the next one was
   // due (a third of the watchdog timeout after it was sent)".
-  @Disabled("DEFECT: the extra round after one master's failed renewal reports another master's "
-      + "holds at risk when their renewal is slower than a twelfth of the watchdog timeout, "
-      + "though answered well within the renewal period")
+  // Found as a defect, fixed since: DEFECT: the extra round after one master's failed renewal
+  // reports another master's holds at risk when their renewal is slower than a twelfth of the
+  // watchdog timeout, though answered well within the renewal period
   @Test
   void oneMasterFailing_slowButTimelyMaster_holdsNotAtRisk() throws Exception {
     LockClient client = client();
@@ -227,8 +226,9 @@ class LockAtRiskAttackTest {
   // comes. If that call hangs (a frozen master, a socket timeout longer than the lease), the
   // hold runs out its whole lease and is lost with no LockAtRisk first, though the client
   // knew for seconds that nothing had confirmed it.
-  @Disabled("DEFECT: a hold whose holder's own call to Redis hangs is lost without a LockAtRisk "
-      + "first: the watchdog skips it (renewal not started) and never counts it as unconfirmed")
+  // Found as a defect, fixed since: DEFECT: a hold whose holder's own call to Redis hangs is lost
+  // without a LockAtRisk first: the watchdog skips it (renewal not started) and never counts it as
+  // unconfirmed
   @Test
   void holderCallHanging_holdLostOnlyAfterAWarning() throws Exception {
     LockClient client = clients.create(Map.of("holdfast.redis.mode", "cluster",
@@ -257,8 +257,8 @@ class LockAtRiskAttackTest {
   // (contended, no Redis trouble), whose member was given back normally, may not be reported
   // lost — a LockLost then is the classic false report of a renewal racing the give-back, and
   // the judge must flag it.
-  @Disabled("DEFECT (model judge): the multi-lock acquisition excuse also hides a LockLost of a "
-      + "member during a tryLock that was merely refused (no Redis trouble)")
+  // Found as a defect, fixed since: DEFECT (model judge): the multi-lock acquisition excuse also
+  // hides a LockLost of a member during a tryLock that was merely refused (no Redis trouble)
   @Test
   void judge_memberLostDuringRefusedMultiLockTryLock_isFlagged() {
     List<ModelEvent> events = new ArrayList<>();
