@@ -32,8 +32,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * not here.
  *
  * <p><b>At risk.</b> A renewal that fails (no answer, an error, replicas that did not
- * acknowledge) or is still unanswered when the next round comes puts a hold that is still
- * believed at risk ({@link LockEngine#atRisk}); the next renewal applied to it ends the episode
+ * acknowledge) or is still unanswered a renewal period after it was sent, or a hold that nothing
+ * has confirmed for over half its lease (its holder's own call in flight that long), puts a hold
+ * that is still believed at risk ({@link LockEngine#atRisk}); the next renewal applied to it ends the episode
  * ({@link LockEngine#renewed}). A renewal that finds the hold gone is a loss, not a risk.
  */
 final class LeaseWatchdog {
@@ -58,16 +59,34 @@ final class LeaseWatchdog {
   private final AtomicBoolean retryPending = new AtomicBoolean();
   /** How soon a failed renewal is tried again: a quarter of the renewal period. */
   private final long retryMillis;
+  /**
+   * How long a node's renewals may go unanswered before its holds are at risk: a renewal period
+   * (a third of the lease), less a tenth for the scheduler's jitter.
+   */
+  private final long lateNanos;
+  /** Half the lease, in ns: a hold unconfirmed for longer is at risk ({@link #unconfirmed}). */
+  private final long halfLeaseNanos;
 
   LeaseWatchdog(LockEngine engine) {
     this.engine = engine;
     this.topology = engine.topology();
     this.leaseMillis = engine.watchdogMillis();
     this.retryMillis = Math.max(1, leaseMillis / 12);
+    this.lateNanos = TimeUnit.MILLISECONDS.toNanos(leaseMillis) / 3 * 9 / 10;
+    this.halfLeaseNanos = TimeUnit.MILLISECONDS.toNanos(leaseMillis) / 2;
   }
 
   /** One round; called by the scheduler only. */
   void run() {
+    run(false);
+  }
+
+  /**
+   * A round: every node's renewals, or — for the extra round after a failure
+   * ({@code failingOnly}) — only the failing nodes' (a healthy node renewed a quarter period ago
+   * needs nothing, and its renewals still in flight are not late yet).
+   */
+  private void run(boolean failingOnly) {
     try {
       Map<Object, List<Hold>> byNode = new LinkedHashMap<>();
       long now = System.nanoTime();
@@ -89,14 +108,20 @@ final class LeaseWatchdog {
                 engine.leaseOverAfter(leaseMillis)));
           }
         } else if (h.watchdog()) {
+          unconfirmed(h, now);
           byNode.computeIfAbsent(topology.renewalNode(h.names.key()), n -> new ArrayList<>())
               .add(h);
         }
       }
       byNode.forEach((node, holds) -> {
+        if (failingOnly && !failingNodes.contains(node)) {
+          return;
+        }
         Long busySince = busyNodes.putIfAbsent(node, now);
         if (busySince != null) {
-          unanswered(holds, now - busySince);
+          if (now - busySince >= lateNanos) {
+            unanswered(holds, now - busySince);
+          }
         } else if (!engine.runIo(() -> renewNode(node, holds))) {
           busyNodes.remove(node);
         }
@@ -110,20 +135,19 @@ final class LeaseWatchdog {
    * Schedules one extra round a quarter of the renewal period from now, unless one is pending:
    * after a failed renewal, the regular round would come too late to save a hold whose previous
    * renewal failed too (its deadline comes before the round after next), so a brief outage
-   * would cost every hold it spans two rounds of. Holds of healthy nodes are renewed early by
-   * it, which is harmless.
+   * would cost every hold it spans two rounds of. It renews only the failing nodes.
    */
   private void retrySoon() {
     if (retryPending.compareAndSet(false, true) && !engine.schedule(() -> {
       retryPending.set(false);
-      run();
+      run(true);
     }, retryMillis)) {
       retryPending.set(false);
     }
   }
 
   /**
-   * A node's renewals sent {@code nanos} ago (a whole renewal period at least) are still
+   * A node's renewals sent {@code nanos} ago (about a whole renewal period at least) are still
    * unanswered: the holds they renew are at risk, well before the call's own timeout says so.
    */
   private void unanswered(List<Hold> holds, long nanos) {
@@ -137,6 +161,20 @@ final class LeaseWatchdog {
         }
         engine.atRisk(h, error, true);
       }
+    }
+  }
+
+  /**
+   * A believed watchdog hold that no renewal has confirmed for over half its lease — a round
+   * and a half, though renewals run every third — is at risk whether or not a renewal of it
+   * failed: e.g. its holder's own call has been in flight so long that no renewal could be sent
+   * (the call renews the lease itself, if it is ever answered).
+   */
+  private void unconfirmed(Hold h, long now) {
+    if (!h.atRisk() && h.confirmedUntil() - now < halfLeaseNanos) {
+      long left = Math.max(0, TimeUnit.NANOSECONDS.toMillis(h.confirmedUntil() - now));
+      engine.atRisk(h, "no renewal has confirmed the lease for over half of it (" + left
+          + "ms left)" + where(topology.renewalNode(h.names.key())), false);
     }
   }
 

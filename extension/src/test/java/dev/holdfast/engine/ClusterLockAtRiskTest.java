@@ -72,7 +72,7 @@ class ClusterLockAtRiskTest {
     }
   }
 
-  private static Set<String> servedBy(RedisServer server, List<DistributedLock> held) {
+  static Set<String> servedBy(RedisServer server, List<DistributedLock> held) {
     Set<String> names = new HashSet<>();
     try (Jedis admin = server.admin()) {
       for (DistributedLock lock : held) {
@@ -89,7 +89,7 @@ class ClusterLockAtRiskTest {
   }
 
   /** The locks named by the reports of {@code type} so far. */
-  private static Set<String> named(LockAtRiskTest.Reports reports, Class<?> type) {
+  static Set<String> named(LockAtRiskTest.Reports reports, Class<?> type) {
     Set<String> names = new HashSet<>();
     reports.heard.forEach(h -> {
       if (h.event() instanceof LockAtRisk r && type == LockAtRisk.class) {

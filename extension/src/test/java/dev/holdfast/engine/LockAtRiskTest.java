@@ -154,7 +154,10 @@ class LockAtRiskTest {
     inOutageUntil(reports, LockLost.class, Duration.ofSeconds(15));
     assertEquals(List.of(LockAtRisk.class, LockLost.class), reports.kinds(), reports::toString);
     LockAtRisk risk = (LockAtRisk) reports.heard.get(0).event();
-    assertTrue(risk.lastError().contains("not answered"), risk::toString);
+    // Either warning may come first: the renewal unanswered for a period, or nothing having
+    // confirmed the hold for half its lease.
+    assertTrue(risk.lastError().contains("not answered")
+        || risk.lastError().contains("confirmed the lease"), risk::toString);
     assertTrue(risk.timeLeft().compareTo(Duration.ZERO) > 0, risk::toString);
     assertThrows(IllegalMonitorStateException.class, lock::unlock);
   }

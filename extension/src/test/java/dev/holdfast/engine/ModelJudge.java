@@ -676,11 +676,14 @@ final class ModelJudge {
     }
     for (List<ModelEvent> reports : byClient.values()) {
       reports.sort(Comparator.comparingLong(ModelEvent::a));
-      Map<String, Integer> open = new HashMap<>();
+      Map<String, List<ModelEvent>> open = new HashMap<>();
       Map<String, ModelEvent> previous = new HashMap<>();
       for (ModelEvent r : reports) {
         String hold = r.threadId() + "|" + r.lock();
-        int episodes = open.getOrDefault(hold, 0);
+        List<ModelEvent> risks = open.computeIfAbsent(hold, k -> new ArrayList<>());
+        // A hold released during its episode ends the episode silently.
+        risks.removeIf(risk -> releasedBefore(risk, r.start()));
+        int episodes = risks.size();
         ModelEvent before = previous.put(hold, r);
         List<ModelEvent> evidence = before == null ? List.of(r) : List.of(before, r);
         switch (r.kind()) {
@@ -690,7 +693,7 @@ final class ModelJudge {
               stageViolation(r, "a LockAtRisk while an at-risk episode of that hold is open",
                   evidence);
             } else {
-              open.put(hold, episodes + 1);
+              risks.add(r);
             }
             checkAtRiskHold(r);
           }
@@ -700,14 +703,35 @@ final class ModelJudge {
                   + (before != null && before.kind() == Kind.LOST ? " (after its LockLost)"
                   : ""), evidence);
             } else {
-              open.put(hold, episodes - 1);
+              risks.remove(0);
               checkNotAfterLoss(r);
             }
           }
-          default -> open.put(hold, Math.max(0, episodes - 1)); // a loss ends its episode
+          default -> { // a loss ends its episode
+            if (!risks.isEmpty()) {
+              risks.remove(0);
+            }
+          }
         }
       }
     }
+  }
+
+  /**
+   * Whether every hold {@code risk} was about had ended before {@code at}: released (or ended
+   * otherwise) since, so its episode closed without a report.
+   */
+  private boolean releasedBefore(ModelEvent risk, long at) {
+    Map<String, Episode> held = heldAt(risk);
+    if (held.isEmpty()) {
+      return false;
+    }
+    for (Episode ep : held.values()) {
+      if (ep.endAt() >= at) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**
@@ -716,8 +740,15 @@ final class ModelJudge {
    * are held and renewed like any hold, so they may be at risk or lost before the call gives up.
    */
   private boolean duringCompositeAcquisition(ModelEvent report) {
+    if (report.kind() == Kind.LOST && report.text().contains("found")) {
+      return false; // a hold found gone was never excused: a renewal racing a give-back
+    }
     for (ModelEvent call : calls) {
+      // Only an acquisition that Redis trouble made fail (an error, or a fault injected
+      // meanwhile): a refusal alone leaves its members no time to be at risk or lost.
       if (isAcquisition(call) && call.b() == call.a() && call.client().equals(report.client())
+          && (call.outcome().equals("LOCK_EXCEPTION")
+              || !quiet(call.start(), call.end(), TOLERANCE_MICROS))
           && call.threadId() == report.threadId()
           && !ModelLocks.probeName(call.lock()).equals(report.lock())
           && ModelLocks.reportedNames(call.lock()).contains(report.lock())

@@ -255,6 +255,52 @@ class ModelJudgeTest {
     assertEquals(List.of(), checks());
   }
 
+  @Test
+  void stages_atRiskAgainAfterTheHoldWasReleasedAndTakenAnew_isNoViolation() {
+    // The first hold is released during its episode (ended silently); the next hold of the same
+    // thread and lock has an episode of its own (soak standalone -8686046552352949351 [stages]).
+    episode("a", "A", 1, T, T + 10, T + 2_000_000, "UNLOCKED");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+    episode("b", "A", 1, T + 3_000_000, T + 3_000_010, T + 9_000_000, "UNLOCKED");
+    call("A", 1, "b", "lock()", "OK", T + 3_000_000, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 4_000_000, 2);
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void stages_twoAtRiskReportsInOneHold_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 9_000_000, "UNLOCKED");
+    call("A", 1, "a", "lock()", "OK", T, 0, 1, "", "");
+    report(Kind.AT_RISK, "A", 1, T + 1_000_000, 1);
+    report(Kind.AT_RISK, "A", 1, T + 4_000_000, 2);
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
+  void stages_memberFoundGoneDuringARefusedMultiLockTryLock_isAViolation() {
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "", "tryLock(0ms)",
+        "FALSE", T, T + 2_500_000, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n0", "", "LockLost", "",
+        T + 2_000_000, T + 2_000_100, 1, 0, 0, "", "the lease renewal found the lock no longer "
+        + "held by this thread"));
+
+    assertEquals(List.of("loss-report"), checks());
+  }
+
+  @Test
+  void stages_memberFoundGoneDuringAFailedMultiLockAcquisition_isAViolation() {
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "", "tryLock(614ms)",
+        "LOCK_EXCEPTION", T, T + 2_500_000, 0, 0, 0, "", "Redis did not answer"));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n0", "", "LockLost", "",
+        T + 2_000_000, T + 2_000_100, 1, 0, 0, "", "the lease renewal found the lock no longer "
+        + "held by this thread"));
+
+    assertEquals(List.of("loss-report"), checks());
+  }
+
   /** A report of client {@code client}'s listeners on m0, the {@code seq}-th they heard. */
   private void report(Kind kind, String client, long thread, long detected, long seq) {
     events.add(new ModelEvent(kind, "p0", client, "", thread, "m0", "", switch (kind) {
