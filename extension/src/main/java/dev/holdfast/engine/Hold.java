@@ -351,6 +351,11 @@ final class Hold {
     epoch++;
   }
 
+  /** Whether the holder has a call in flight now: no renewal of this hold can be sent. */
+  synchronized boolean callInFlight() {
+    return (epoch & 1) != 0;
+  }
+
   synchronized void endCall() {
     epoch++;
   }

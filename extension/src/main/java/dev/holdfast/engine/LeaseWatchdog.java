@@ -33,7 +33,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <p><b>At risk.</b> A renewal that fails (no answer, an error, replicas that did not
  * acknowledge) or is still unanswered a renewal period after it was sent, or a hold that nothing
- * has confirmed for over half its lease (its holder's own call in flight that long), puts a hold
+ * has confirmed for over half its lease while its holder's own call is in flight, puts a hold
  * that is still believed at risk ({@link LockEngine#atRisk}); the next renewal applied to it ends the episode
  * ({@link LockEngine#renewed}). A renewal that finds the hold gone is a loss, not a risk.
  */
@@ -165,13 +165,13 @@ final class LeaseWatchdog {
   }
 
   /**
-   * A believed watchdog hold that no renewal has confirmed for over half its lease — a round
-   * and a half, though renewals run every third — is at risk whether or not a renewal of it
-   * failed: e.g. its holder's own call has been in flight so long that no renewal could be sent
-   * (the call renews the lease itself, if it is ever answered).
+   * A believed watchdog hold that nothing has confirmed for over half its lease while its
+   * holder's own call is in flight — so no renewal of it could be sent, and none can fail or be
+   * late — is at risk (the call renews the lease itself, if it is ever answered). A hold merely
+   * confirmed late (a slow but answered acquisition) is not: this round renews it.
    */
   private void unconfirmed(Hold h, long now) {
-    if (!h.atRisk() && h.confirmedUntil() - now < halfLeaseNanos) {
+    if (!h.atRisk() && h.confirmedUntil() - now < halfLeaseNanos && h.callInFlight()) {
       long left = Math.max(0, TimeUnit.NANOSECONDS.toMillis(h.confirmedUntil() - now));
       engine.atRisk(h, "no renewal has confirmed the lease for over half of it (" + left
           + "ms left)" + where(topology.renewalNode(h.names.key())), false);
