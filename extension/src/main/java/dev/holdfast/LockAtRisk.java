@@ -13,8 +13,8 @@ import java.util.Objects;
  * the renewal failed, or it was still unanswered when the next one was due (a third of the
  * watchdog timeout after it was sent; the socket timeout may be longer), or, with
  * {@code holdfast.redis.sync-replicas}, too few replicas acknowledged it; or nothing has
- * confirmed the hold for over half its lease for any other reason (e.g. its holder's own call
- * has been in flight that long, so no renewal could be sent). The hold is still
+ * confirmed the hold for over half its lease while its holder's own call is in flight (no
+ * renewal can be sent meanwhile). The hold is still
  * believed until its local deadline, {@code timeLeft} from {@code detectedAt}, but unless a
  * renewal gets through before then it will be reported lost; a failed renewal is tried again a
  * twelfth of the watchdog timeout later. A renewal that reaches Redis and finds the hold gone
