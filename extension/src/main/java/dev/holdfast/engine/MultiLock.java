@@ -44,13 +44,14 @@ final class MultiLock extends CompositeLock {
   /**
    * Where the rest of a failed unlock() is kept, per multi-lock (its members, whichever handle
    * names them: applications usually get a new handle for each use) and thread: the thread's
-   * next unlock() of those members finishes it. An entry lives until then, until the thread's
-   * next acquisition finds nothing of it still held, or until its client is closed: it is kept
-   * by the engine of the first member of this library ({@link LockEngine#multiLockOwed()});
-   * a multi-lock with no such member keeps it in {@link #UNOWNED}.
+   * next unlock() of those members finishes it. An entry lives until then, or until the thread's
+   * next acquisition finds nothing of it still held. It is kept by the engine of every member of
+   * this library ({@link LockEngine#multiLockOwed()}), so that closing one member's client (which
+   * drops that engine's records) leaves it with the others; a multi-lock with no such member
+   * keeps it in {@link #UNOWNED}.
    */
-  private final Map<OwedKey, Owed> owed;
-  /** {@link #owed} of multi-locks none of whose members belongs to this library. */
+  private final List<Map<OwedKey, Owed>> owedStores;
+  /** {@link #owedStores} of multi-locks none of whose members belongs to this library. */
   private static final Map<OwedKey, Owed> UNOWNED = new ConcurrentHashMap<>();
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
@@ -74,9 +75,10 @@ final class MultiLock extends CompositeLock {
     sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
     this.order = List.copyOf(sorted);
     this.identities = order.stream().map(LockGroup::identity).toList();
-    this.owed = order.stream().filter(RedisLock.class::isInstance)
-        .<Map<OwedKey, Owed>>map(m -> ((RedisLock) m).engine().multiLockOwed()).findFirst()
-        .orElse(UNOWNED);
+    List<Map<OwedKey, Owed>> stores = order.stream().filter(RedisLock.class::isInstance)
+        .map(m -> ((RedisLock) m).engine()).distinct()
+        .<Map<OwedKey, Owed>>map(LockEngine::multiLockOwed).toList();
+    this.owedStores = stores.isEmpty() ? List.of(UNOWNED) : stores;
   }
 
   /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
@@ -185,7 +187,7 @@ final class MultiLock extends CompositeLock {
   @Override
   public void unlock() {
     long threadId = Thread.currentThread().getId();
-    Owed rest = owed.remove(new OwedKey(identities, threadId));
+    Owed rest = takeOwed(new OwedKey(identities, threadId));
     // A member that is done meanwhile (its record forgotten) has nothing left to release.
     List<DistributedLock> targets = rest == null ? order
         : rest.members().stream().filter(MultiLock::owesUnlock).toList();
@@ -219,8 +221,9 @@ final class MultiLock extends CompositeLock {
           notHeldMembers.add(failed.get(i));
         }
       }
-      owed.put(new OwedKey(identities, threadId), new Owed(List.copyOf(unsettled),
-          List.copyOf(notHeld), List.copyOf(notHeldMembers)));
+      Owed left = new Owed(List.copyOf(unsettled), List.copyOf(notHeld),
+          List.copyOf(notHeldMembers));
+      owedStores.forEach(store -> store.put(new OwedKey(identities, threadId), left));
     }
     if (failures.isEmpty()) {
       return;
@@ -284,11 +287,32 @@ final class MultiLock extends CompositeLock {
    * acquisition itself, after which that member's next unlock() belongs to the new hold.
    */
   private void keepOnlyHeldOwed(long threadId) {
-    owed.computeIfPresent(new OwedKey(identities, threadId), (id, o) -> {
-      List<DistributedLock> held = o.members().stream()
-          .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
-      return held.isEmpty() ? null : new Owed(held, o.notHeld(), o.notHeldMembers());
-    });
+    OwedKey key = new OwedKey(identities, threadId);
+    Owed o = takeOwed(key);
+    if (o == null) {
+      return;
+    }
+    List<DistributedLock> held = o.members().stream()
+        .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
+    if (!held.isEmpty()) {
+      Owed kept = new Owed(held, o.notHeld(), o.notHeldMembers());
+      owedStores.forEach(store -> store.put(key, kept));
+    }
+  }
+
+  /**
+   * Removes the thread's record from every store (only the thread itself writes it) and returns
+   * it, or null: a store whose client was closed has dropped it, the others still have it.
+   */
+  private Owed takeOwed(OwedKey key) {
+    Owed found = null;
+    for (Map<OwedKey, Owed> store : owedStores) {
+      Owed o = store.remove(key);
+      if (found == null) {
+        found = o;
+      }
+    }
+    return found;
   }
 
   /**

@@ -16,7 +16,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -160,11 +159,9 @@ class StaleGrantAttackTest {
    * unlock() should finish only what is owed (B's member) — as it did with the static record —
    * but the record went with A's engine, so the retry targets every member, fails on A's
    * released member ("client is closed") and throws although nothing is left to do. Passes with
-   * the author's changes reverted (static record): introduced by change 4.
+   * the author's changes reverted (static record): introduced by change 4. Fixed: every
+   * member's engine keeps the record.
    */
-  @Disabled("defect: after the first member's client closes, the retry of a failed multi-lock "
-      + "unlock() throws LockException (IllegalStateException: client closed) for a member "
-      + "released already; see report")
   @Test
   void multiLockOwed_firstMembersClientClosed_retryFinishesOnlyWhatIsOwed() throws Exception {
     LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
