@@ -259,9 +259,12 @@ final class ModelActor implements Runnable {
     long oldest = held.stream().mapToLong(h -> h.callStart).min().orElseThrow();
     int r = random.nextInt(1_000);
     if (any.lost) {
-      // Close the lost sections; now and then try to re-enter, which the contract refuses.
+      // Close the lost sections; now and then try to re-enter, which the contract refuses, or
+      // check the hold as a transaction's commit would, which must not pass it.
       if (r < 150 && any.owned == null) {
         acquire(any.lock, any, pickMethod(true, false));
+      } else if (r < 300) {
+        commitCheck(any);
       } else {
         unlock(any);
       }
@@ -283,8 +286,10 @@ final class ModelActor implements Runnable {
         if (higher != null) {
           acquire(higher, null, pickMethod(true, true));
         }
-      } else if (r < 990 && any.owned == null) {
+      } else if (r < 980 && any.owned == null) {
         holdCount(any);
+      } else if (r < 990) {
+        commitCheck(any);
       } else {
         pause(1 + random.nextInt(20));
       }
@@ -303,10 +308,12 @@ final class ModelActor implements Runnable {
       if (higher != null) {
         acquire(higher, null, pickMethod(true, true));
       }
-    } else if (r < 970) {
+    } else if (r < 945) {
       if (any.owned == null) {
         holdCount(any);
       }
+    } else if (r < 970) {
+      commitCheck(any);
     } else if (r < 972) {
       forceUnlock(randomLock());
     } else if (r < 977) {
@@ -625,6 +632,63 @@ final class ModelActor implements Runnable {
     history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, threadId, hold.lock,
         hold.episode, "getHoldCount", outcome, start, ModelEvent.now(), expected, observed,
         settings.quickBoundMicros(), "holdcount", message);
+  }
+
+  /**
+   * The commit guard's check of {@code hold} ({@link HoldCheck}, as a transaction's completion
+   * runs it), local or confirming in Redis. Recorded as {@code commitCheck(local|redis)}: a = the
+   * model's expectation ({@link #CHECK_HELD} if surely held — not lost, no failed unlock nor
+   * ambiguous read-write loss pending, and a watchdog section open or no fixed lease near its end; {@link #CHECK_LOST} once a loss was reported to the
+   * thread; {@link #CHECK_UNSURE} otherwise), b = the verdict ({@link #verdictOf}).
+   */
+  private void commitCheck(Hold hold) {
+    boolean inRedis = random.nextBoolean();
+    long start = ModelEvent.now();
+    boolean plain = hold.unlockFailingSince == 0 && hold.ambiguousUpTo == 0;
+    int expected = hold.lost ? CHECK_LOST
+        : plain && (hold.watchdogOpen() || start + WINDOW_MARGIN_MICROS < hold.earliestEnd())
+        ? CHECK_HELD : CHECK_UNSURE;
+    String outcome;
+    String verdict = "";
+    int observed = -1;
+    begin("commitCheck '" + hold.lock + "'");
+    try {
+      HoldCheck check = hold.owned != null ? HoldCheck.of(hold.owned)
+          : HoldCheck.ofThread(ModelLocks.handle(hold.generation.client, hold.lock));
+      String reason = check.verify(inRedis);
+      verdict = reason == null ? "" : reason;
+      observed = verdictOf(reason);
+      outcome = "OK";
+    } catch (RuntimeException e) {
+      outcome = outcomeOf(e);
+      verdict = String.valueOf(e.getMessage());
+    } finally {
+      end();
+    }
+    history.add(ModelEvent.Kind.CALL, hold.generation.clientId, label, hold.owner, hold.lock,
+        hold.episode, "commitCheck(" + (inRedis ? "redis" : "local") + ")", outcome, start,
+        ModelEvent.now(), expected, observed, settings.quickBoundMicros(), "commitcheck",
+        verdict);
+  }
+
+  /** Expectations and verdicts of {@link #commitCheck}. */
+  static final int CHECK_HELD = 0;
+  static final int CHECK_LOST = 1;
+  static final int CHECK_UNSURE = 2;
+  /** Verdict: could not be confirmed (no answer, an error): says nothing about the hold. */
+  static final int CHECK_UNCONFIRMED = 2;
+  /** Verdict: released, not held, being released — about a hold the thread still has. */
+  static final int CHECK_OTHER = 3;
+
+  /** The verdict of a check's reason: null passes; a reason naming a loss says lost. */
+  static int verdictOf(String reason) {
+    if (reason == null) {
+      return CHECK_HELD;
+    }
+    if (reason.contains("was lost")) {
+      return CHECK_LOST;
+    }
+    return reason.contains("could not be confirmed") ? CHECK_UNCONFIRMED : CHECK_OTHER;
   }
 
   // ---- others ----

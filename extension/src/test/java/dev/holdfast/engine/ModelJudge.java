@@ -70,6 +70,13 @@ import java.util.stream.Collectors;
  *       returned before {@code d} from its start (less 1% and {@value #TOLERANCE_MICROS} µs),
  *       unless a forceUnlock may have run.</li>
  *   <li>{@code stages}: see {@link #checkStages()}.</li>
+ *   <li>{@code commit-check}: the commit guard's check of a hold ({@code HoldCheck}, local or
+ *       confirming in Redis) never passes a hold whose loss was reported to the thread before
+ *       the check began; never calls a hold the thread surely holds released or not held; says
+ *       "lost" only with a {@code LockLost} for that hold detected by the check's end, and, in a
+ *       quiet period with no forceUnlock that may have hit the hold, never of a hold the thread
+ *       surely holds (see {@link ModelActor#CHECK_HELD}). A closed client's checks are not
+ *       judged.</li>
  *   <li>plus the processes' own findings ({@code liveness}, {@code cleanup}, {@code worker}) and
  *       the test's {@code handoff} check ({@link #handoffs()}).</li>
  * </ol>
@@ -222,6 +229,7 @@ final class ModelJudge {
     checkFencing();
     checkKeeps();
     checkStages();
+    checkCommitChecks();
     for (ModelEvent e : events) {
       if (e.kind() == Kind.NOTE && e.outcome().equals("VIOLATION")) {
         violations.add(new Violation(e.op(), e.start(), e.proc() + ": " + e.text(), List.of()));
@@ -348,6 +356,43 @@ final class ModelJudge {
       violations.add(n == 1 ? v : new Violation(v.check(), v.at(), v.summary() + " ("
           + n + " such calls in this hold)", v.evidence()));
     });
+  }
+
+  // ---- 11. commit checks ----
+
+  private void checkCommitChecks() {
+    long margin = (settings.watchdogMillis() + 1_000L) * 1_000;
+    for (ModelEvent call : calls) {
+      if (!call.tag().equals("commitcheck") || !call.outcome().equals("OK")) {
+        continue;
+      }
+      Long closed = clientClosedAt.get(call.client());
+      if (closed != null && closed <= call.end()) {
+        continue;
+      }
+      long expected = call.a();
+      long verdict = call.b();
+      String problem = null;
+      if (verdict == ModelActor.CHECK_HELD && expected == ModelActor.CHECK_LOST) {
+        problem = "passed a hold whose loss had been reported to the thread";
+      } else if (verdict == ModelActor.CHECK_OTHER && expected == ModelActor.CHECK_HELD) {
+        problem = "said the hold \"" + call.text() + "\" while the thread held it";
+      } else if (verdict == ModelActor.CHECK_LOST) {
+        boolean reported = lostByEpisode.getOrDefault(call.id(), List.of()).stream()
+            .anyMatch(l -> l.start() <= call.end() + TOLERANCE_MICROS);
+        Episode ep = episodes.get(call.id());
+        if (!reported) {
+          problem = "said the hold was lost, but no LockLost was reported for it";
+        } else if (expected == ModelActor.CHECK_HELD && quiet(call.start(), call.end(), margin)
+            && (ep == null || !forceUnlockMayHaveRun(call.lock(), ep.callStart(), call.end()))) {
+          problem = "declared a loss in a quiet period that no forceUnlock explains";
+        }
+      }
+      if (problem != null) {
+        violations.add(new Violation("commit-check", call.start(), call.op() + " " + problem
+            + " (" + call.text() + ")", withEpisode(call)));
+      }
+    }
   }
 
   private boolean quiet(long start, long end, long margin) {
@@ -858,6 +903,8 @@ final class ModelJudge {
     f.put("local handoffs (TRANSFER)", Long.toString(handoffs()));
     f.put("kept releases (unlockAfter OK)", Long.toString(calls.stream()
         .filter(c -> c.op().startsWith("unlockAfter") && c.outcome().equals("OK")).count()));
+    f.put("commit checks by verdict (0 held, 1 lost, 2 unconfirmed, 3 other)", count(calls.stream()
+        .filter(c -> c.tag().equals("commitcheck")).toList(), c -> c.op() + ":" + c.b()));
     f.put("fenced holds", Long.toString(episodes.values().stream()
         .filter(ep -> ep.begin().c() > 0).count()));
     f.put("holds by lock", count(new ArrayList<>(episodes.values()), ep -> ep.begin().lock()));

@@ -361,6 +361,45 @@ class ModelJudgeTest {
   }
 
   @Test
+  void commitChecks_passingALostHold_orCallingAHeldOneReleased_orAnUnreportedLoss_areViolations() {
+    episode("a", "A", 1, T, T + 10, T + 9_000_000, "LOST");
+    lost("A", 1, T + 3_000_000);
+    // Fine: held and passing; lost and saying so after the LockLost; no answer says nothing.
+    commitCheck("a", T + 1_000_000, ModelActor.CHECK_HELD, ModelActor.CHECK_HELD, "");
+    commitCheck("a", T + 2_000_000, ModelActor.CHECK_HELD, ModelActor.CHECK_UNCONFIRMED,
+        "could not be confirmed in Redis: Redis did not answer");
+    commitCheck("a", T + 4_000_000, ModelActor.CHECK_LOST, ModelActor.CHECK_LOST,
+        "was lost: expired");
+    // Violations: a lost hold passing; a held hold called released.
+    commitCheck("a", T + 5_000_000, ModelActor.CHECK_LOST, ModelActor.CHECK_HELD, "");
+    commitCheck("a", T + 1_500_000, ModelActor.CHECK_HELD, ModelActor.CHECK_OTHER,
+        "was released");
+
+    assertEquals(List.of("commit-check", "commit-check"), checks());
+  }
+
+  @Test
+  void commitCheck_sayingLostWithoutALockLost_orInAQuietPeriodOfASureHold_isAViolation() {
+    episode("a", "A", 1, T, T + 10, T + 9_000_000, "LOST");
+    commitCheck("a", T + 1_000_000, ModelActor.CHECK_UNSURE, ModelActor.CHECK_LOST,
+        "was lost: gone"); // no LockLost at all
+    lost("A", 1, T + 2_000_000);
+    commitCheck("a", T + 2_000_000, ModelActor.CHECK_HELD, ModelActor.CHECK_LOST,
+        "was lost: gone"); // reported, but nothing explains it
+    fault(T + 5_000_000, T + 6_000_000);
+    commitCheck("a", T + 5_500_000, ModelActor.CHECK_HELD, ModelActor.CHECK_LOST,
+        "was lost: gone"); // a fault explains it
+
+    assertEquals(List.of("commit-check", "commit-check"), checks());
+  }
+
+  private void commitCheck(String episode, long start, int expected, int verdict,
+      String text) {
+    call("A", 1, episode, "commitCheck(redis)", "OK", start, expected, verdict, "commitcheck",
+        text);
+  }
+
+  @Test
   void slowCalls_unexpectedInterrupts_andUnfinishedHolds_areViolations() {
     long quick = SETTINGS.quickBoundMicros();
     events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, "m0", "", "tryLock()", "FALSE",
