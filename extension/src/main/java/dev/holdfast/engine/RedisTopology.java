@@ -226,9 +226,18 @@ abstract class RedisTopology implements AutoCloseable {
    *     closed, or a connection that could not be made
    */
   final Connection borrow(Supplier<Connection> pool, long untilNanos) {
+    return whileExhausted(pool, untilNanos);
+  }
+
+  /**
+   * Runs {@code attempt} again while it fails because the pool was exhausted for one slice,
+   * until {@code untilNanos} ({@link #UNBOUNDED}: until the client is closed). Only for attempts
+   * that fail before anything is sent, as a borrow does.
+   */
+  private <T> T whileExhausted(Supplier<T> attempt, long untilNanos) {
     while (true) {
       try {
-        return pool.get();
+        return attempt.get();
       } catch (JedisException e) {
         if (!exhausted(e) || closed
             || (untilNanos != UNBOUNDED && System.nanoTime() - untilNanos > 0)) {
@@ -253,15 +262,7 @@ abstract class RedisTopology implements AutoCloseable {
           + LockClientConfig.TIMEOUT + "=" + timeout.toMillis() + "ms");
     }
     try {
-      while (true) {
-        try {
-          return command.get();
-        } catch (JedisException e) {
-          if (!exhausted(e) || closed || System.nanoTime() - until > 0) {
-            throw e;
-          }
-        }
-      }
+      return whileExhausted(command, until);
     } finally {
       leaveAcquisition();
     }
