@@ -74,10 +74,11 @@ public abstract class HoldCheck {
       };
     }
     if (lock instanceof MultiLock multi) {
-      return composite(lock.getName(), members(multi.members()), multi.members().size());
+      return composite(lock.getName(), members(multi.members(), untilReleased),
+          multi.members().size());
     }
     if (lock instanceof RedLock red) {
-      return composite(lock.getName(), members(red.members()), red.quorum());
+      return composite(lock.getName(), members(red.members(), untilReleased), red.quorum());
     }
     return new HoldCheck(lock.getName()) {
       @Override
@@ -108,8 +109,9 @@ public abstract class HoldCheck {
     };
   }
 
-  private static List<HoldCheck> members(List<DistributedLock> members) {
-    return members.stream().map(HoldCheck::ofThread).toList();
+  /** The members' checks, of the same kind as the composite's ({@code untilReleased}). */
+  private static List<HoldCheck> members(List<DistributedLock> members, boolean untilReleased) {
+    return members.stream().map(m -> ofThread(m, untilReleased)).toList();
   }
 
   /** Passes while at least {@code needed} members pass; checks no more members than needed. */
