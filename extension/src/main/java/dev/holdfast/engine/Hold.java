@@ -242,6 +242,11 @@ final class Hold {
     return threadId < 0;
   }
 
+  /** The owner in a loss message: "this thread" or "this LockHold". */
+  String thisOwner() {
+    return ownedByObject() ? "this LockHold" : "this thread";
+  }
+
   /** What the owner is, for messages: "thread 42" or "LockHold -3". */
   String ownerName() {
     return ownedByObject() ? "LockHold " + threadId : "thread " + threadId;

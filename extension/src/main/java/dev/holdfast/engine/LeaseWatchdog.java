@@ -346,11 +346,11 @@ final class LeaseWatchdog {
         unsettled.put(i, answer);
       } else if (h.unchangedSince(epoch) && engine.holds().get(h.id) == h) {
         if (replicated.confirmed()) { // else the whole batch is reported by the caller
-          renewalFailed(h, "the lock is no longer held by this thread in Redis");
+          renewalFailed(h, "the lock is no longer held by " + h.thisOwner() + " in Redis");
         }
         // Unchanged since the renewal was sent: no release of its own explains the miss.
         engine.lose(h, LossCause.GONE,
-            "the lease renewal found the lock no longer held by this thread: it "
+            "the lease renewal found the lock no longer held by " + h.thisOwner() + ": it "
             + "expired while Redis was unreachable, was force-unlocked, or was lost in a "
             + "Redis restart or failover");
       }

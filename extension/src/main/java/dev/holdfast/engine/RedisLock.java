@@ -1156,8 +1156,8 @@ final class RedisLock implements FencedLock {
     }
     if (left == -1) {
       engine.lose(hold, LossCause.GONE,
-          "unlock() found the lock no longer held by this thread: it expired, was "
-          + "force-unlocked, or was lost in a Redis restart or failover");
+          "unlock() found the lock no longer held by " + hold.thisOwner() + ": it expired, "
+          + "was force-unlocked, or was lost in a Redis restart or failover");
     } else if (engine.lose(hold, LossCause.COUNT_MISMATCH,
         "Redis has another hold count for this thread than the "
         + expected + " the client expected")) {
@@ -1333,8 +1333,9 @@ final class RedisLock implements FencedLock {
       }
       throw closeLost(hold);
     }
-    engine.lose(hold, LossCause.GONE, "unlock() found the lock no longer held by this thread: "
-        + "it expired, was force-unlocked, or was lost in a Redis restart or failover");
+    engine.lose(hold, LossCause.GONE, "unlock() found the lock no longer held by "
+        + hold.thisOwner() + ": it expired, was force-unlocked, or was lost in a Redis restart "
+        + "or failover");
     throw closeLost(hold);
   }
 

@@ -284,6 +284,7 @@ class LockHoldTest {
     LockLost lost = losses.awaitFirst(Duration.ofSeconds(30), "the hold's renewal").event();
     assertEquals(hold.ownerId, lost.threadId(), "reported under the hold's owner id");
     assertEquals("lost", lost.lockName());
+    assertTrue(lost.reason().contains("no longer held by this LockHold"), lost.reason());
     assertFalse(hold.isHeld());
     IllegalMonitorStateException e = assertThrows(IllegalMonitorStateException.class,
         hold::release);
