@@ -235,4 +235,46 @@ class Issue16ConformanceTest {
     assertEquals(0, quickLosses.count(), "live threads called dead: " + quickLosses);
     assertFalse(quick.getLock("alive").isLocked());
   }
+
+  /**
+   * Redisson waiters wake on a hold's release for the read/write lock too (the exclusive and fair
+   * kinds: {@code LockHoldTest}, {@code LockHoldAttackTest}): a Redisson reader waits for our
+   * write hold, a Redisson writer for our read hold, each woken by the release, not by a lease.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"write", "read"})
+  void redissonReadWriteWaiter_wakesOnAHoldsRelease(String side) throws Exception {
+    org.redisson.config.Config rc = new org.redisson.config.Config();
+    rc.useSingleServer().setAddress(redis.server().uri());
+    org.redisson.api.RedissonClient redisson = org.redisson.Redisson.create(rc);
+    try {
+      String name = "rw-interop-" + side;
+      LockHold hold = kind(side, name).apply(client).acquire(null, null);
+      org.redisson.api.RReadWriteLock theirs = redisson.getReadWriteLock(name);
+      org.redisson.api.RLock waiter = side.equals("write") ? theirs.readLock()
+          : theirs.writeLock();
+      assertFalse(threads.submit(() -> waiter.tryLock()).get(20, TimeUnit.SECONDS),
+          "Redisson sees the hold");
+      Future<Long> waited = threads.submit(() -> {
+        long start = System.nanoTime();
+        // The hold's watchdog lease is 30 s: only the release's message wakes it sooner.
+        boolean got = waiter.tryLock(20, TimeUnit.SECONDS);
+        long took = System.nanoTime() - start;
+        if (got) {
+          waiter.unlock();
+        }
+        return got ? took : -1;
+      });
+      try (Jedis jedis = redis.server().admin()) {
+        Await.until(Duration.ofSeconds(10), () -> Waiters.subscribers(jedis,
+            "redisson_rwlock:{" + name + "}") > 0, "the Redisson waiter subscribed");
+      }
+      hold.release();
+      long took = waited.get(30, TimeUnit.SECONDS);
+      assertTrue(took > 0 && took < TimeUnit.SECONDS.toNanos(10),
+          "Redisson woke after " + TimeUnit.NANOSECONDS.toMillis(took) + " ms");
+    } finally {
+      redisson.shutdown();
+    }
+  }
 }
