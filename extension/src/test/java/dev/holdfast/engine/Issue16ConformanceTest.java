@@ -30,6 +30,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -202,6 +203,7 @@ class Issue16ConformanceTest {
    * none is ever reported as a thread that ended without unlock().
    */
   @Test
+  @Tag("concurrency") // run again on Java 25 with virtual threads (.ci/run)
   void liveThreads_holdingAcrossWatchdogRounds_areNeverCalledDead() throws Exception {
     LockClient quick = clients.create(config, LockClientConfig.WATCHDOG_TIMEOUT, "1s");
     LossRecorder quickLosses = LossRecorder.on(quick);
