@@ -279,4 +279,46 @@ class Issue16ConformanceTest {
       redisson.shutdown();
     }
   }
+
+  /**
+   * A burst of asynchronous acquisitions on a small pool with a short command timeout: none fails
+   * for the client's own resources, none overlaps another on its name, none is reported lost.
+   */
+  @Test
+  @Tag("concurrency")
+  void burstOfAsyncAcquisitions_smallPool_noFailuresNoOverlaps() throws Exception {
+    LockClient small = clients.create(config, LockClientConfig.POOL_MAX_SIZE, "4",
+        LockClientConfig.TIMEOUT, "500ms");
+    LossRecorder smallLosses = LossRecorder.on(small);
+    int calls = 1_000;
+    int names = 10;
+    AtomicInteger[] inside = new AtomicInteger[names];
+    for (int i = 0; i < names; i++) {
+      inside[i] = new AtomicInteger();
+    }
+    AtomicInteger overlaps = new AtomicInteger();
+    List<CompletableFuture<Void>> done = new ArrayList<>();
+    for (int i = 0; i < calls; i++) {
+      int n = i % names;
+      done.add(small.getLock("burst-" + n).acquireAsync(null, null)
+          .thenCompose(hold -> {
+            if (inside[n].incrementAndGet() != 1) {
+              overlaps.incrementAndGet();
+            }
+            inside[n].decrementAndGet();
+            return hold.releaseAsync();
+          }).toCompletableFuture());
+    }
+    List<Throwable> failures = new ArrayList<>();
+    for (CompletableFuture<Void> f : done) {
+      try {
+        f.get(120, TimeUnit.SECONDS);
+      } catch (ExecutionException e) {
+        failures.add(e.getCause());
+      }
+    }
+    assertEquals(List.of(), failures.stream().limit(5).toList(), failures.size() + " failed");
+    assertEquals(0, overlaps.get(), "two holds of one name at once");
+    assertEquals(0, smallLosses.count(), smallLosses.toString());
+  }
 }
