@@ -273,8 +273,14 @@ class Issue16ConformanceTest {
       }
       hold.release();
       long took = waited.get(30, TimeUnit.SECONDS);
+      String state;
+      try (Jedis jedis = redis.server().admin()) {
+        state = jedis.type(name) + " " + (jedis.exists(name) ? jedis.hgetAll(name) : "")
+            + " pttl " + jedis.pttl(name);
+      }
       assertTrue(took > 0 && took < TimeUnit.SECONDS.toNanos(10),
-          "Redisson woke after " + TimeUnit.NANOSECONDS.toMillis(took) + " ms");
+          "Redisson woke after " + TimeUnit.NANOSECONDS.toMillis(took) + " ms; lock now: "
+          + state);
     } finally {
       redisson.shutdown();
     }
