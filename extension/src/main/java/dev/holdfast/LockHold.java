@@ -22,6 +22,12 @@ import java.util.concurrent.CompletionStage;
  * may be handed it directly when a hold of an exclusive lock is released, and the other way
  * round, exactly as between threads.
  *
+ * <p>Threads of the stages: those of {@link DistributedLock#acquireAsync(java.time.Duration,
+ * java.time.Duration) acquireAsync} and {@link #releaseAsync()} complete on a thread of the
+ * client, never the caller's; move dependent work off it with the {@code *Async} methods of the
+ * stage and an executor of your own — in a CDI container, preferably its {@code ManagedExecutor}
+ * (see {@code acquireAsync}).
+ *
  * <p>Thread safety: every method may be called from any thread, concurrently; {@code release()},
  * {@code releaseAsync()} and {@code close()} release at most once between them.
  */

@@ -1,6 +1,7 @@
 package dev.holdfast.cdi;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -49,6 +50,11 @@ class ConfigOverridesTest {
     public void globalOverride() {
     }
 
+    @Locked(value = "job-e", waitTime = "10s")
+    public java.util.concurrent.CompletionStage<String> asyncOverride() {
+      return java.util.concurrent.CompletableFuture.completedFuture("ran");
+    }
+
     @Locked("job-d")
     public long leaseOverride(LockClient client) {
       return client.getLock("job-d").remainTimeToLive();
@@ -74,7 +80,7 @@ class ConfigOverridesTest {
   @BeforeAll
   static void holdLocks() {
     holder = LockClient.create(Map.of("holdfast.redis.address", redis.server().uri()));
-    for (String name : new String[] {"job-a", "job-b", "job-c"}) {
+    for (String name : new String[] {"job-a", "job-b", "job-c", "job-e"}) {
       holder.getLock(name).lock();
     }
   }
@@ -107,6 +113,26 @@ class ConfigOverridesTest {
       assertEquals(Duration.ofMillis(150), waitOf(jobsBean::globalOverride));
       long ttl = jobsBean.leaseOverride(weld.select(LockClient.class).get());
       assertTrue(ttl > 6_000 && ttl <= 7_000, "lease override of 7s, was " + ttl);
+    }
+  }
+
+  /** Issue 16: config overrides work on an asynchronous {@code @Locked} method too. */
+  @Test
+  void overrides_applyToAsynchronousMethods() {
+    String jobs = Jobs.class.getName();
+    config = TestConfig.of(Map.of(
+        "holdfast.redis.address", redis.server().uri(),
+        "holdfast.\"" + jobs + "/asyncOverride\".locked.wait-time", "200ms"));
+    try (WeldContainer weld = deploy(Jobs.class)) {
+      java.util.concurrent.CompletableFuture<String> result =
+          weld.select(Jobs.class).get().asyncOverride().toCompletableFuture();
+      java.util.concurrent.ExecutionException e = assertThrows(
+          java.util.concurrent.ExecutionException.class,
+          () -> result.get(20, java.util.concurrent.TimeUnit.SECONDS),
+          "failed within 20 s: the overridden wait, not the annotation's 10 s");
+      LockNotAcquiredException notAcquired =
+          assertInstanceOf(LockNotAcquiredException.class, e.getCause());
+      assertEquals(Duration.ofMillis(200), notAcquired.waitTime());
     }
   }
 
