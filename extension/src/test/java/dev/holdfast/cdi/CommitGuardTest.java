@@ -141,6 +141,11 @@ class CommitGuardTest {
     assertNotNull(lost, () -> "a LockLostException in the cause chain of " + chain(thrown));
     assertEquals(lockName, lost.lockName());
     assertTrue(lost.getMessage().contains(lockName), lost.getMessage());
+    boolean commitFailed = false;
+    for (Throwable c = thrown; c != null; c = c.getCause()) {
+      commitFailed |= c instanceof RollbackException;
+    }
+    assertTrue(commitFailed, () -> "the commit failed with a RollbackException: " + chain(thrown));
     assertEquals(List.of(Status.STATUS_ROLLEDBACK), OUTCOMES, "rolled back");
   }
 
