@@ -51,7 +51,8 @@ class OnLossTest {
   @BeforeAll
   static void configure() {
     config = TestConfig.of(Map.of("holdfast.redis.address", redis.server().uri(),
-        "holdfast.watchdog-timeout", WATCHDOG_MILLIS + "ms"));
+        "holdfast.watchdog-timeout", WATCHDOG_MILLIS + "ms",
+        "holdfast.\"" + Worker.class.getName() + "/sleepByConfig\".locked.on-loss", "interrupt"));
   }
 
   @AfterAll
@@ -88,6 +89,22 @@ class OnLossTest {
     assertInstanceOf(IllegalMonitorStateException.class, thrown.getCause());
     // Within a renewal period or so (generous: the machine is shared).
     assertTrue(stoppedAfterMillis < 10 * WATCHDOG_MILLIS, "stopped after " + stoppedAfterMillis);
+    assertFalse(pool.submit(() -> Thread.currentThread().isInterrupted()).get(10,
+        TimeUnit.SECONDS), "the pool's thread has no pending interrupt");
+  }
+
+  @Test
+  void interrupt_chosenByAConfigOverride_stopsTheMethodLikeTheAnnotationMember()
+      throws Exception {
+    Worker worker = cdi.select(Worker.class).get();
+    Worker.started = new CountDownLatch(1);
+    Future<String> call = pool.submit(worker::sleepByConfig);
+    assertTrue(Worker.started.await(10, TimeUnit.SECONDS));
+    CommitGuardTest.forceUnlockElsewhere(redis.server().uri(), "by-config");
+    ExecutionException thrown = assertThrows(ExecutionException.class,
+        () -> call.get(20, TimeUnit.SECONDS), "the override made the loss interrupt the call");
+    assertEquals("interrupted", Worker.outcome);
+    assertInstanceOf(IllegalMonitorStateException.class, thrown.getCause());
     assertFalse(pool.submit(() -> Thread.currentThread().isInterrupted()).get(10,
         TimeUnit.SECONDS), "the pool's thread has no pending interrupt");
   }
@@ -157,6 +174,10 @@ class OnLossTest {
 
     @Locked(value = "sleeper", onLoss = Locked.OnLoss.INTERRUPT)
     public String sleepLong() {
+      return sleepUntilInterrupted();
+    }
+
+    private static String sleepUntilInterrupted() {
       outcome = null;
       started.countDown();
       try {
@@ -167,6 +188,12 @@ class OnLossTest {
         Thread.currentThread().interrupt(); // as it should: Holdfast takes it back
       }
       return outcome;
+    }
+
+    /** No onLoss member: {@code holdfast."…Worker/sleepByConfig".locked.on-loss} chooses it. */
+    @Locked("by-config")
+    public String sleepByConfig() {
+      return sleepUntilInterrupted();
     }
 
     @Locked(value = "sleeper-short", onLoss = Locked.OnLoss.INTERRUPT)
