@@ -251,6 +251,8 @@ class MultiLockTest {
     assertTrue(e.getMessage().contains("lost") && e.getMessage().contains("[a]"),
         e.getMessage());
     assertFalse(multi.isLocked(), "b released by the retry all the same");
+    // LockLost reaches listeners on the event thread: await b's before counting.
+    lost2.awaitFirst(Duration.ofSeconds(10), "b's loss (its outer section is lost too)");
     assertEquals(1, lost.count(), "a reported once: " + lost);
     assertEquals(1, lost2.count(), "b reported once (its outer section is lost too): " + lost2);
     // The outer sections: lost, each says so once; then nothing is held.
