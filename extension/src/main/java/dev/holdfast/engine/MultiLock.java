@@ -46,12 +46,12 @@ final class MultiLock extends CompositeLock {
    * names them: applications usually get a new handle for each use) and thread: the thread's
    * next unlock() of those members finishes it. An entry lives until then, or until the thread's
    * next acquisition finds nothing of it still held. It is kept by the engine of every member of
-   * this library ({@link LockEngine#multiLockOwed()}), so that closing one member's client (which
-   * drops that engine's records) leaves it with the others; a multi-lock with no such member
-   * keeps it in {@link #UNOWNED}.
+   * this library ({@link LockEngine#multiLockOwed()}) that is open, so that closing one member's
+   * client (which drops that engine's records) leaves it with the others; a multi-lock with no
+   * such member keeps it in {@link #UNOWNED}.
    */
-  private final List<Map<OwedKey, Owed>> owedStores;
-  /** {@link #owedStores} of multi-locks none of whose members belongs to this library. */
+  private final List<LockEngine> owedEngines;
+  /** Where multi-locks none of whose members belongs to this library keep their records. */
   private static final Map<OwedKey, Owed> UNOWNED = new ConcurrentHashMap<>();
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
@@ -75,10 +75,8 @@ final class MultiLock extends CompositeLock {
     sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
     this.order = List.copyOf(sorted);
     this.identities = order.stream().map(LockGroup::identity).toList();
-    List<Map<OwedKey, Owed>> stores = order.stream().filter(RedisLock.class::isInstance)
-        .map(m -> ((RedisLock) m).engine()).distinct()
-        .<Map<OwedKey, Owed>>map(LockEngine::multiLockOwed).toList();
-    this.owedStores = stores.isEmpty() ? List.of(UNOWNED) : stores;
+    this.owedEngines = order.stream().filter(RedisLock.class::isInstance)
+        .map(m -> ((RedisLock) m).engine()).distinct().toList();
   }
 
   /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
@@ -223,7 +221,7 @@ final class MultiLock extends CompositeLock {
       }
       Owed left = new Owed(List.copyOf(unsettled), List.copyOf(notHeld),
           List.copyOf(notHeldMembers));
-      owedStores.forEach(store -> store.put(new OwedKey(identities, threadId), left));
+      keepOwed(new OwedKey(identities, threadId), left);
     }
     if (failures.isEmpty()) {
       return;
@@ -295,9 +293,22 @@ final class MultiLock extends CompositeLock {
     List<DistributedLock> held = o.members().stream()
         .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
     if (!held.isEmpty()) {
-      Owed kept = new Owed(held, o.notHeld(), o.notHeldMembers());
-      owedStores.forEach(store -> store.put(key, kept));
+      keepOwed(key, new Owed(held, o.notHeld(), o.notHeldMembers()));
     }
+  }
+
+  /** The record stores: every open member engine's ({@link #UNOWNED} without such members). */
+  private List<Map<OwedKey, Owed>> owedStores() {
+    if (owedEngines.isEmpty()) {
+      return List.of(UNOWNED);
+    }
+    return owedEngines.stream().filter(e -> !e.closed())
+        .<Map<OwedKey, Owed>>map(LockEngine::multiLockOwed).toList();
+  }
+
+  /** Keeps {@code owed} as the thread's record in every store. */
+  private void keepOwed(OwedKey key, Owed owed) {
+    owedStores().forEach(store -> store.put(key, owed));
   }
 
   /**
@@ -306,7 +317,7 @@ final class MultiLock extends CompositeLock {
    */
   private Owed takeOwed(OwedKey key) {
     Owed found = null;
-    for (Map<OwedKey, Owed> store : owedStores) {
+    for (Map<OwedKey, Owed> store : owedStores()) {
       Owed o = store.remove(key);
       if (found == null) {
         found = o;

@@ -1159,7 +1159,7 @@ final class RedisLock implements FencedLock {
           "unlock() found the lock no longer held by " + hold.thisOwner() + ": it expired, "
           + "was force-unlocked, or was lost in a Redis restart or failover");
     } else if (engine.lose(hold, LossCause.COUNT_MISMATCH,
-        "Redis has another hold count for this thread than the "
+        "Redis has another hold count for " + hold.thisOwner() + " than the "
         + expected + " the client expected")) {
       engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
           engine.leaseOverAfter(engine.watchdogMillis())));

@@ -1,6 +1,5 @@
 package dev.holdfast.engine;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -84,6 +83,6 @@ class HoldCheckCompositeTest {
     }
     String after = untilReleased.verify(false);
     assertNotNull(after, "lost before the release: fails however late it runs");
-    assertEquals(true, after.contains("lost"), after);
+    assertTrue(after.contains("lost"), after);
   }
 }
