@@ -65,8 +65,42 @@ final class MultiLock extends CompositeLock {
    * the members it found not held (or lost) with their exceptions, reported when the rest is
    * done.
    */
-  record Owed(List<DistributedLock> members, List<RuntimeException> notHeld,
+  record Owed(List<Due> due, List<RuntimeException> notHeld,
       List<DistributedLock> notHeldMembers) {
+  }
+
+  /**
+   * A member whose release a failed unlock() left undone, and the thread's hold of it then (null
+   * for a member not of this library). Only that hold is owed a release: once it is gone (its
+   * release in doubt settled by the thread's next acquisition of the member, or finished by the
+   * member's own unlock()), a newer hold of the member is the thread's own, not the
+   * multi-lock's.
+   */
+  record Due(DistributedLock member, Hold hold) {
+    static Due of(DistributedLock member, long threadId) {
+      return new Due(member, member instanceof RedisLock r ? r.holdOf(threadId) : null);
+    }
+
+    /**
+     * {@return whether the member's unlock() still has this release to do for the thread: open
+     * sections or a final release in doubt of the same hold, on an open client (closing a client
+     * ends its holds: they expire with their lease); true for a member not of this library}
+     */
+    boolean owed(long threadId) {
+      if (!(member instanceof RedisLock r)) {
+        return true;
+      }
+      if (r.engine().closed()) {
+        return false;
+      }
+      Hold now = r.holdOf(threadId);
+      return now != null && now == hold && (now.count() > 0 || now.endedInDoubt());
+    }
+
+    /** {@return whether the same hold still has open sections (a release that did not run)} */
+    boolean stillHeld(long threadId) {
+      return !(member instanceof RedisLock r) || owed(threadId) && r.holdOf(threadId).count() > 0;
+    }
   }
 
   MultiLock(DistributedLock... locks) {
@@ -169,7 +203,11 @@ final class MultiLock extends CompositeLock {
    * <p>If this throws {@link LockException}, the thread's next {@code unlock()} completes that
    * same release: it calls again only the members whose release failed (re-sending a release
    * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
-   * does), so no member is released twice, and it reports then the members found not held
+   * does), so no member is released twice — and only while the thread's hold of that member is
+   * still the one the failed call left: a member the thread took again alone meanwhile (that
+   * acquisition settles a release in doubt first) is the thread's own hold, not released here;
+   * a member whose client was closed meanwhile is done (its holds expire) — and it reports then
+   * the members found not held
    * before, and those whose hold was lost since (a member released by the failed call may have
    * lost its hold in it: its release found the outer sections' fixed lease over and ended the
    * hold). Once a member's loss is known, the multi-lock is lost: that retry is an unlock of a
@@ -186,9 +224,10 @@ final class MultiLock extends CompositeLock {
   public void unlock() {
     long threadId = Thread.currentThread().getId();
     Owed rest = takeOwed(new OwedKey(identities, threadId));
-    // A member that is done meanwhile (its record forgotten) has nothing left to release.
+    // A member whose owed hold is done meanwhile (settled, released, its client closed) has
+    // nothing left to release: a newer hold of it is not the multi-lock's.
     List<DistributedLock> targets = rest == null ? order
-        : rest.members().stream().filter(MultiLock::owesUnlock).toList();
+        : rest.due().stream().filter(d -> d.owed(threadId)).map(Due::member).toList();
     List<RuntimeException> failures = new ArrayList<>(rest == null ? List.of() : rest.notHeld());
     List<DistributedLock> failed =
         new ArrayList<>(rest == null ? List.of() : rest.notHeldMembers());
@@ -219,7 +258,8 @@ final class MultiLock extends CompositeLock {
           notHeldMembers.add(failed.get(i));
         }
       }
-      Owed left = new Owed(List.copyOf(unsettled), List.copyOf(notHeld),
+      List<Due> due = unsettled.stream().map(m -> Due.of(m, threadId)).toList();
+      Owed left = new Owed(due, List.copyOf(notHeld),
           List.copyOf(notHeldMembers));
       keepOwed(new OwedKey(identities, threadId), left);
     }
@@ -258,7 +298,7 @@ final class MultiLock extends CompositeLock {
   private void lostSinceReleased(Owed rest, List<RuntimeException> failures,
       List<DistributedLock> failed) {
     Set<Object> reported = new HashSet<>();
-    rest.members().forEach(m -> reported.add(LockGroup.identity(m)));
+    rest.due().forEach(d -> reported.add(LockGroup.identity(d.member())));
     rest.notHeldMembers().forEach(m -> reported.add(LockGroup.identity(m)));
     for (DistributedLock m : order) {
       if (m instanceof RedisLock r && !reported.contains(LockGroup.identity(m))) {
@@ -272,14 +312,6 @@ final class MultiLock extends CompositeLock {
   }
 
   /**
-   * {@return whether {@code m}'s unlock() still has something to do for the calling thread: open
-   * sections, or a final release in doubt (true if {@code m} is not a lock of this engine)}
-   */
-  private static boolean owesUnlock(DistributedLock m) {
-    return !(m instanceof RedisLock r) || r.owesUnlock();
-  }
-
-  /**
    * Before an acquisition: what a failed unlock() owes stays owed only for members still held
    * (an inner release that did not run); a final release in doubt is settled by the
    * acquisition itself, after which that member's next unlock() belongs to the new hold.
@@ -290,8 +322,7 @@ final class MultiLock extends CompositeLock {
     if (o == null) {
       return;
     }
-    List<DistributedLock> held = o.members().stream()
-        .filter(m -> !(m instanceof RedisLock r) || r.localHoldCount() > 0).toList();
+    List<Due> held = o.due().stream().filter(d -> d.stillHeld(threadId)).toList();
     if (!held.isEmpty()) {
       keepOwed(key, new Owed(held, o.notHeld(), o.notHeldMembers()));
     }

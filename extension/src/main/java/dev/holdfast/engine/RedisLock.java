@@ -1575,24 +1575,6 @@ final class RedisLock implements FencedLock {
   }
 
   /**
-   * {@return the calling thread's open sections of this lock as this client counts them, without
-   * I/O: those of a lost hold included (until unlocked), 0 once its final release was sent}
-   */
-  int localHoldCount() {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
-    return hold == null ? 0 : hold.count();
-  }
-
-  /**
-   * {@return whether unlock() has something to do for the calling thread, without I/O: open
-   * sections (of a lost hold too), or a final release in doubt to settle}
-   */
-  boolean owesUnlock() {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
-    return hold != null && (hold.count() > 0 || hold.endedInDoubt());
-  }
-
-  /**
    * For a composite lock's {@code unlock()} that finishes an earlier one in which this lock's
    * section was already released ({@link MultiLock#unlock()}): whether the calling thread's hold
    * of this lock has been lost since, with sections still open. A hold past its local deadline

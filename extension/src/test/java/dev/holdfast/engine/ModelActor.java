@@ -61,6 +61,8 @@ final class ModelActor implements Runnable {
   private static final long RECREATE_MIN_MILLIS = 12_000;
   /** One final release in this many keeps the lock held a while ({@code unlockAfter}). */
   private static final int KEEP_ONE_IN = 6;
+  /** How often a failed multi-lock unlock's retry comes after taking a member alone. */
+  private static final int RETAKE_ONE_IN = 2;
   /** Share of new acquisitions (of 100) that go for the hot name, so that handoffs happen. */
   private static final int HOT_PERCENT = 35;
 
@@ -224,7 +226,12 @@ final class ModelActor implements Runnable {
     for (Hold hold : holds.values()) {
       if (hold.unlockFailingSince != 0) {
         pause(20 + random.nextInt(80));
-        unlock(hold);
+        if (hold.lock.equals(ModelLocks.MULTI) && !holds.containsKey(ModelLocks.RETAKEN_MEMBER)
+            && random.nextInt(RETAKE_ONE_IN) == 0) {
+          retakeMemberThenRetry(hold);
+        } else {
+          unlock(hold);
+        }
         return;
       }
     }
@@ -476,6 +483,29 @@ final class ModelActor implements Runnable {
         return m;
       }
     }
+  }
+
+  /**
+   * Between a failed unlock of the multi-lock and its retry, takes one of its members alone (a
+   * new hold of the thread's own, which the retry must leave alone: the acquisition settles a
+   * member release left in doubt first), retries the multi-lock's unlock, checks in the client's
+   * registry (no I/O) that the member's new hold still has its section, then releases it.
+   */
+  private void retakeMemberThenRetry(Hold multi) {
+    acquire(ModelLocks.RETAKEN_MEMBER, null, random.nextBoolean() ? Method.TRY : Method.TRY_WAIT);
+    unlock(multi);
+    Hold member = holds.get(ModelLocks.RETAKEN_MEMBER);
+    if (member == null) {
+      return; // not taken, or dropped with its closed client
+    }
+    DistributedLock handle = ModelLocks.handle(member.generation.client, member.lock);
+    dev.holdfast.engine.Hold inClient = ((RedisLock) handle).holdOf(threadId);
+    if (!member.generation.closed() && (inClient == null || inClient.count() == 0)) {
+      history.violation("member-retaken", label, "the retry of a failed unlock of '"
+          + multi.lock + "' [" + multi.episode + "] released the thread's own hold of its member '"
+          + member.lock + "' [" + member.episode + "], taken alone before the retry");
+    }
+    unlock(member); // a failure is retried first by the next step, as for any hold
   }
 
   // ---- releases ----

@@ -876,6 +876,9 @@ final class ModelJudge {
     f.put("outcomes", count(calls, ModelEvent::outcome));
     f.put("operations by kind", count(calls, c -> family(c.op())));
     f.put("acquisitions (new holds)", Integer.toString(episodes.size()));
+    f.put("multi-lock members taken alone before an unlock retry", Long.toString(
+        episodes.values().stream()
+            .filter(e -> e.begin().lock().equals(ModelLocks.RETAKEN_MEMBER)).count()));
     f.put("re-entries", Long.toString(calls.stream()
         .filter(c -> isAcquisition(c) && c.a() > 0 && c.outcome().equals("OK")).count()));
     f.put("holds ended", count(episodes.values().stream().filter(e -> e.end() != null)

@@ -24,7 +24,8 @@ import java.util.Set;
  *       that the actors' rule "take another lock only if its key is higher" allows write then
  *       read (the contract's downgrade) and never read then write (an upgrade, refused);</li>
  *   <li>{@value #MULTI}: a multi-lock ({@link LockClient#getMultiLock}) over the exclusive locks
- *       {@code n0} and {@code n1}, which nothing else takes.</li>
+ *       {@code n0} and {@code n1}, which nothing else takes — but for {@value #RETAKEN_MEMBER},
+ *       taken alone between a failed unlock of the multi-lock and its retry.</li>
  * </ul>
  */
 final class ModelLocks {
@@ -35,6 +36,11 @@ final class ModelLocks {
   static final String HOT_TWIN = "{m0}";
   static final String MULTI = "mm";
   private static final List<String> MULTI_MEMBERS = List.of("n0", "n1");
+  /**
+   * The member an actor takes alone, now and then, between a failed unlock of the multi-lock
+   * and its retry ({@code ModelActor#retakeMemberThenRetry}): the only use of a member alone.
+   */
+  static final String RETAKEN_MEMBER = "n1";
 
   private ModelLocks() {
   }

@@ -195,6 +195,89 @@ class StaleGrantAttackTest {
     assertTrue(retry == null, "the retry threw although only B's member was owed: " + retry);
   }
 
+  /**
+   * A failed multi-lock unlock leaves B's final release in doubt (the record owes B). The thread
+   * then takes B alone — that acquisition settles the doubt first, so the multi-lock's release of
+   * B is done — and retries the multi-lock's unlock(). The retry must not release the new single
+   * hold of B, which the thread still means to hold (it released it when the record kept the
+   * member, not the member's hold: any open section of B counted as owed).
+   */
+  @Test
+  void multiLockOwed_memberRetakenAlone_retryDoesNotReleaseNewHold() throws Exception {
+    LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "200ms"));
+    DistributedLock bAlone = b.getLock("b-retaken");
+    DistributedLock multi = a.getMultiLock(a.getLock("a-retaken"), b.getLock("b-retaken"));
+    warmUp(b.getLock("warm"));
+    multi.lock();
+    proxy.blackHole(true);
+    RuntimeException first = null;
+    try {
+      multi.unlock();
+    } catch (RuntimeException e) {
+      first = e;
+    }
+    assertTrue(first != null, "B's member got no answer: the unlock failed for it");
+    proxy.blackHole(false);
+    bAlone.lock(); // settles the release in doubt, then takes B afresh
+    RuntimeException retry = null;
+    try {
+      multi.unlock();
+    } catch (RuntimeException e) {
+      retry = e;
+    }
+    boolean stillHeld = bAlone.isHeldByCurrentThread();
+    boolean inRedis = redisState.exists("b-retaken");
+    System.out.println("retaken alone: retry=" + retry + " held=" + stillHeld + " inRedis="
+        + inRedis + "; lost=" + lost);
+    assertTrue(stillHeld, "the retry released the thread's new single hold of B");
+    assertTrue(inRedis, "B's new hold is still in Redis");
+    bAlone.unlock();
+    assertFalse(redisState.exists("b-retaken"), "B's own unlock releases it");
+  }
+
+  /**
+   * A failed multi-lock unlock owes B's member; then B's client is closed (its holds expire with
+   * their lease). A retry has nothing left it can do for B: it must not throw "client is closed"
+   * each time and keep the record for ever.
+   */
+  @Test
+  void multiLockOwed_owingMembersClientClosed_retryEndsTheRecord() throws Exception {
+    LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "200ms"));
+    DistributedLock multi = a.getMultiLock(a.getLock("a-closed"), b.getLock("b-closed"));
+    warmUp(b.getLock("warm"));
+    multi.lock();
+    proxy.blackHole(true);
+    RuntimeException first = null;
+    try {
+      multi.unlock();
+    } catch (RuntimeException e) {
+      first = e;
+    }
+    assertTrue(first != null, "B's member got no answer: the unlock failed for it");
+    b.close();
+    proxy.blackHole(false);
+    RuntimeException retry = null;
+    try {
+      multi.unlock();
+    } catch (RuntimeException e) {
+      retry = e;
+    }
+    RuntimeException again = null;
+    try {
+      multi.unlock();
+    } catch (RuntimeException e) {
+      again = e;
+    }
+    System.out.println("owing client closed: retry=" + retry + " again=" + again);
+    assertTrue(retry == null, "the retry threw although B's client is closed: " + retry);
+    assertTrue(again != null, "once the record is finished, another unlock() is an unlock of "
+        + "nothing (A's member is released, B's client is closed), not a success");
+  }
+
   /** Loads the scripts through the proxy: a held NOSCRIPT reply would mean nothing ran. */
   private static void warmUp(DistributedLock lock) {
     lock.lock();
