@@ -393,6 +393,30 @@ class ModelJudgeTest {
     assertEquals(List.of("commit-check", "commit-check"), checks());
   }
 
+  /**
+   * A LockLost names a read-write lock, not its side: while the thread held both sides, it may
+   * be the write side's, so a later check passing the read side is no violation (the actor
+   * may have taken the report as the read side's).
+   */
+  @Test
+  void commitCheck_passingOneSideAfterAReadWriteLossWhileBothWereHeld_isNoViolation() {
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", "A", "A", 1, "r0/1w", "w", "lock()", "",
+        T, T + 10, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", "A", "A", 1, "r0/2r", "r", "tryLock()",
+        "", T + 1_000, T + 1_010, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "r0", "", "LockLost", "",
+        T + 2_000_000, T + 2_000_100, 0, 0, 0, "", "its lease ran out"));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", "A", "A", 1, "r0/1w", "w", "", "LOST",
+        T + 2_000_200, T + 2_000_200, 0, 0, 0, "", ""));
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, "r0/2r", "r", "commitCheck(local)",
+        "OK", T + 3_000_000, T + 3_001_000, ModelActor.CHECK_LOST, ModelActor.CHECK_HELD, 0,
+        "commitcheck", ""));
+    events.add(new ModelEvent(Kind.EPISODE_END, "p0", "A", "A", 1, "r0/2r", "r", "", "UNLOCKED",
+        T + 4_000_000, T + 4_000_000, 0, 0, 0, "", ""));
+
+    assertEquals(List.of(), checks());
+  }
+
   private void commitCheck(String episode, long start, int expected, int verdict,
       String text) {
     call("A", 1, episode, "commitCheck(redis)", "OK", start, expected, verdict, "commitcheck",
