@@ -122,7 +122,7 @@ final class FairKind extends LockKind {
   @Override
   void gaveUp(LockEngine engine, LockNames names, String field) {
     if (engine.closed()) {
-      return; // its deadline passes within the waiter timeout
+      return; // dead once its deadline passes; dropped by the lock's next fair-lock call
     }
     try {
       engine.topology().eval(LockScripts.FAIR_LEAVE,
@@ -131,7 +131,8 @@ final class FairKind extends LockKind {
           1);
     } catch (RuntimeException e) {
       LOG.log(Level.DEBUG, () -> "Leaving the queue of fair lock '" + names.name()
-          + "' failed; the entry goes when its deadline passes: " + e.getMessage());
+          + "' failed; the entry is dead once its deadline passes (within the waiter timeout) and "
+          + "is dropped by the next fair-lock call on this lock: " + e.getMessage());
     }
   }
 }

@@ -57,6 +57,12 @@ final class Hold {
   private final ArrayDeque<Section> sections = new ArrayDeque<>();
   private Pending pendingRelease;
   /**
+   * The request id of the newest pending release that a re-entry settled as having run: its
+   * section closed without an unlock() call, so whoever sent it (a composite lock's failed
+   * unlock) must not release it again. Owner thread.
+   */
+  private String releaseSettledByReentry;
+  /**
    * The newest section is one a composite acquisition took and gave back, and that release
    * failed (did not run, or is {@link #pendingRelease}): it is no section of the application's,
    * and the thread's next call on this lock finishes it first. Owner thread.
@@ -346,6 +352,14 @@ final class Hold {
 
   boolean giveBackOwed() {
     return giveBackOwed;
+  }
+
+  String releaseSettledByReentry() {
+    return releaseSettledByReentry;
+  }
+
+  void releaseSettledByReentry(String requestId) {
+    this.releaseSettledByReentry = requestId;
   }
 
   void giveBackOwed(boolean owed) {

@@ -45,7 +45,7 @@ final class MultiLock extends CompositeLock {
    * Where the rest of a failed unlock() is kept, per multi-lock (its members, whichever handle
    * names them: applications usually get a new handle for each use) and thread: the thread's
    * next unlock() of those members finishes it. An entry lives until then, or until the thread's
-   * next acquisition finds nothing of it still held. It is kept by the engine of every member of
+   * next acquisition of every member leaves nothing of it owed. It is kept by the engine of every member of
    * this library ({@link LockEngine#multiLockOwed()}) that is open, so that closing one member's
    * client (which drops that engine's records) leaves it with the others; a multi-lock with no
    * such member keeps it in {@link #UNOWNED}.
@@ -61,30 +61,34 @@ final class MultiLock extends CompositeLock {
   }
 
   /**
-   * What a failed unlock() left to do: the members still to release (acquisition order), and
-   * the members it found not held (or lost) with their exceptions, reported when the rest is
-   * done.
+   * What a failed unlock() left to do: the members still to release (acquisition order); the
+   * members it released, whose holds may have been lost since (reported by the retry); and the
+   * members it found not held (or lost) with their exceptions, reported when the rest is done.
    */
-  record Owed(List<Due> due, List<RuntimeException> notHeld,
+  record Owed(List<Due> due, List<Due> released, List<RuntimeException> notHeld,
       List<DistributedLock> notHeldMembers) {
   }
 
   /**
-   * A member whose release a failed unlock() left undone, and the thread's hold of it then (null
-   * for a member not of this library). Only that hold is owed a release: once it is gone (its
-   * release in doubt settled by the thread's next acquisition of the member, or finished by the
-   * member's own unlock()), a newer hold of the member is the thread's own, not the
-   * multi-lock's.
+   * A member and the thread's hold of it right after a failed unlock() (null for a member not of
+   * this library, or none left), with the request id of the release that call left pending, if
+   * any. Only that hold is the multi-lock's: once it is gone (a final release in doubt settled by
+   * the thread's next acquisition of the member, or finished by the member's own unlock()), a
+   * newer hold of the member is the thread's own; and a pending release that a re-entry of the
+   * member found had run has closed the multi-lock's section already.
    */
-  record Due(DistributedLock member, Hold hold) {
+  record Due(DistributedLock member, Hold hold, String pendingRequest) {
     static Due of(DistributedLock member, long threadId) {
-      return new Due(member, member instanceof RedisLock r ? r.holdOf(threadId) : null);
+      Hold hold = member instanceof RedisLock r ? r.holdOf(threadId) : null;
+      Hold.Pending pending = hold == null ? null : hold.pendingRelease();
+      return new Due(member, hold, pending == null ? null : pending.requestId());
     }
 
     /**
      * {@return whether the member's unlock() still has this release to do for the thread: open
      * sections or a final release in doubt of the same hold, on an open client (closing a client
-     * ends its holds: they expire with their lease); true for a member not of this library}
+     * ends its holds: they expire with their lease), unless a re-entry settled the release as
+     * run; true for a member not of this library}
      */
     boolean owed(long threadId) {
       if (!(member instanceof RedisLock r)) {
@@ -94,12 +98,17 @@ final class MultiLock extends CompositeLock {
         return false;
       }
       Hold now = r.holdOf(threadId);
-      return now != null && now == hold && (now.count() > 0 || now.endedInDoubt());
+      return now != null && now == hold && (now.count() > 0 || now.endedInDoubt())
+          && (pendingRequest == null || !pendingRequest.equals(now.releaseSettledByReentry()));
     }
 
-    /** {@return whether the same hold still has open sections (a release that did not run)} */
-    boolean stillHeld(long threadId) {
-      return !(member instanceof RedisLock r) || owed(threadId) && r.holdOf(threadId).count() > 0;
+    /**
+     * For a member the failed call released: {@return the loss of the same hold since (its
+     * open sections are the multi-lock's outer ones), or null}
+     */
+    IllegalMonitorStateException lostSince(long threadId) {
+      return member instanceof RedisLock r && hold != null && r.holdOf(threadId) == hold
+          && !r.engine().closed() ? r.lostSinceReleased() : null;
     }
   }
 
@@ -133,7 +142,6 @@ final class MultiLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
-    keepOnlyHeldOwed(Thread.currentThread().getId());
     long start = System.nanoTime();
     int n = order.size();
     int first = 0;
@@ -168,6 +176,7 @@ final class MultiLock extends CompositeLock {
           throw e;
         }
         if (busy < 0) {
+          finishOwed(Thread.currentThread().getId());
           return true;
         }
         Throwable releaseFailure = LockGroup.giveBack(held, null);
@@ -200,14 +209,17 @@ final class MultiLock extends CompositeLock {
    * Releases one hold of every member, newest-acquired first, trying every one whatever the
    * others do.
    *
-   * <p>If this throws {@link LockException}, the thread's next {@code unlock()} completes that
-   * same release: it calls again only the members whose release failed (re-sending a release
+   * <p>If this throws {@link LockException}, the thread's next call on this multi-lock
+   * completes that same release, whichever it is (the thread cannot know what the failed call
+   * did). An acquisition of the multi-lock completes it first — members whose release did not
+   * run are released then — so its own unlock() follows as usual. The next {@code unlock()}
+   * completes it: it calls again only the members whose release failed (re-sending a release
    * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
    * does), so no member is released twice — and only while the thread's hold of that member is
-   * still the one the failed call left: a member the thread took again alone meanwhile (that
-   * acquisition settles a release in doubt first) is the thread's own hold, not released here;
-   * a member whose client was closed meanwhile is done (its holds expire) — and it reports then
-   * the members found not held
+   * still the one the failed call left, and that release is still to do: a member the thread
+   * took again alone meanwhile is the thread's own hold (that acquisition settles a release in
+   * doubt, or a pending one that ran, first), not released here; a member whose client was
+   * closed meanwhile is done (its holds expire). It reports then the members found not held
    * before, and those whose hold was lost since (a member released by the failed call may have
    * lost its hold in it: its release found the outer sections' fixed lease over and ended the
    * hold). Once a member's loss is known, the multi-lock is lost: that retry is an unlock of a
@@ -232,13 +244,15 @@ final class MultiLock extends CompositeLock {
     List<DistributedLock> failed =
         new ArrayList<>(rest == null ? List.of() : rest.notHeldMembers());
     if (rest != null) {
-      lostSinceReleased(rest, failures, failed);
+      lostSinceReleased(rest, threadId, failures, failed);
     }
     List<DistributedLock> unsettled = new ArrayList<>();
+    List<Due> released = new ArrayList<>(rest == null ? List.of() : rest.released());
     for (int i = targets.size() - 1; i >= 0; i--) {
       DistributedLock m = targets.get(i);
       try {
         m.unlock();
+        released.add(Due.of(m, threadId));
       } catch (RuntimeException e) {
         failures.add(e);
         failed.add(m);
@@ -259,7 +273,7 @@ final class MultiLock extends CompositeLock {
         }
       }
       List<Due> due = unsettled.stream().map(m -> Due.of(m, threadId)).toList();
-      Owed left = new Owed(due, List.copyOf(notHeld),
+      Owed left = new Owed(due, List.copyOf(released), List.copyOf(notHeld),
           List.copyOf(notHeldMembers));
       keepOwed(new OwedKey(identities, threadId), left);
     }
@@ -295,36 +309,50 @@ final class MultiLock extends CompositeLock {
    * over reports the loss and returns normally), unless already reported as not held. The
    * thread knows its multi-lock is lost, so this unlock says so, as every later one does.
    */
-  private void lostSinceReleased(Owed rest, List<RuntimeException> failures,
-      List<DistributedLock> failed) {
+  private static void lostSinceReleased(Owed rest, long threadId,
+      List<RuntimeException> failures, List<DistributedLock> failed) {
     Set<Object> reported = new HashSet<>();
     rest.due().forEach(d -> reported.add(LockGroup.identity(d.member())));
     rest.notHeldMembers().forEach(m -> reported.add(LockGroup.identity(m)));
-    for (DistributedLock m : order) {
-      if (m instanceof RedisLock r && !reported.contains(LockGroup.identity(m))) {
-        IllegalMonitorStateException lost = r.lostSinceReleased();
-        if (lost != null) {
-          failures.add(lost);
-          failed.add(m);
-        }
+    for (Due d : rest.released()) {
+      // Only the hold the failed call left: a newer one of the member is the thread's own.
+      IllegalMonitorStateException lost = reported.add(LockGroup.identity(d.member()))
+          ? d.lostSince(threadId) : null;
+      if (lost != null) {
+        failures.add(lost);
+        failed.add(d.member());
       }
     }
   }
 
   /**
-   * Before an acquisition: what a failed unlock() owes stays owed only for members still held
-   * (an inner release that did not run); a final release in doubt is settled by the
-   * acquisition itself, after which that member's next unlock() belongs to the new hold.
+   * After an acquisition of every member, finishes what a failed unlock() still owes, so that
+   * the thread's next unlock() releases this acquisition whatever became of that release (the
+   * thread cannot know): the acquisition settled every member's release in doubt or left
+   * pending (done, if it ran); a member whose release did not run is released now (one section:
+   * the acquisition re-entered it). Only on success: an acquisition that gives up may never
+   * have reached a member whose release is still owed. A release that fails again stays owed to
+   * the next unlock().
    */
-  private void keepOnlyHeldOwed(long threadId) {
+  private void finishOwed(long threadId) {
     OwedKey key = new OwedKey(identities, threadId);
     Owed o = takeOwed(key);
     if (o == null) {
       return;
     }
-    List<Due> held = o.due().stream().filter(d -> d.stillHeld(threadId)).toList();
-    if (!held.isEmpty()) {
-      keepOwed(key, new Owed(held, o.notHeld(), o.notHeldMembers()));
+    List<Due> still = new ArrayList<>();
+    for (Due d : o.due()) {
+      if (!d.owed(threadId)) {
+        continue;
+      }
+      try {
+        d.member().unlock();
+      } catch (RuntimeException e) {
+        still.add(Due.of(d.member(), threadId));
+      }
+    }
+    if (!still.isEmpty()) {
+      keepOwed(key, new Owed(still, List.of(), o.notHeld(), o.notHeldMembers()));
     }
   }
 
