@@ -188,6 +188,9 @@ public interface DistributedLock extends Lock {
    * @throws LockException if Redis cannot be reached, so whether the release ran is unknown.
    *     An inner release leaves the hold unchanged as far as this client knows; calling
    *     {@code unlock()} again re-sends the same release, and one that did run is recognised.
+   *     Call it again before acquiring this lock again: a re-entry first settles the release
+   *     (one that ran closes its section then), but one that did not run is still owed to
+   *     {@code unlock()}.
    *     The last release ends the hold for this thread all the same: it is never renewed
    *     again, the release is completed in the background as soon as Redis answers, and the
    *     lock expires with its lease at the latest, even if the thread never calls again;
