@@ -2,6 +2,8 @@ package dev.holdfast.engine;
 
 import java.lang.ref.WeakReference;
 import java.util.ArrayDeque;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -57,11 +59,12 @@ final class Hold {
   private final ArrayDeque<Section> sections = new ArrayDeque<>();
   private Pending pendingRelease;
   /**
-   * The request id of the newest pending release that a re-entry settled as having run: its
-   * section closed without an unlock() call, so whoever sent it (a composite lock's failed
-   * unlock) must not release it again. Owner thread.
+   * The request ids of the pending releases that a re-entry settled as having run: their
+   * sections closed without an unlock() call, so whoever sent them (a composite lock's failed
+   * unlock) must not release them again. Null until the first; as many as the hold's failed
+   * unlocks at most. Owner thread.
    */
-  private String releaseSettledByReentry;
+  private Set<String> releasesSettledByReentry;
   /**
    * The newest section is one a composite acquisition took and gave back, and that release
    * failed (did not run, or is {@link #pendingRelease}): it is no section of the application's,
@@ -354,12 +357,16 @@ final class Hold {
     return giveBackOwed;
   }
 
-  String releaseSettledByReentry() {
-    return releaseSettledByReentry;
+  /** {@return whether a re-entry settled the pending release {@code requestId} as run} */
+  boolean releaseSettledByReentry(String requestId) {
+    return releasesSettledByReentry != null && releasesSettledByReentry.contains(requestId);
   }
 
-  void releaseSettledByReentry(String requestId) {
-    this.releaseSettledByReentry = requestId;
+  void settledByReentry(String requestId) {
+    if (releasesSettledByReentry == null) {
+      releasesSettledByReentry = new HashSet<>();
+    }
+    releasesSettledByReentry.add(requestId);
   }
 
   void giveBackOwed(boolean owed) {

@@ -99,7 +99,7 @@ final class MultiLock extends CompositeLock {
       }
       Hold now = r.holdOf(threadId);
       return now != null && now == hold && (now.count() > 0 || now.endedInDoubt())
-          && (pendingRequest == null || !pendingRequest.equals(now.releaseSettledByReentry()));
+          && (pendingRequest == null || !now.releaseSettledByReentry(pendingRequest));
     }
 
     /**
@@ -212,7 +212,9 @@ final class MultiLock extends CompositeLock {
    * <p>If this throws {@link LockException}, the thread's next call on this multi-lock
    * completes that same release, whichever it is (the thread cannot know what the failed call
    * did). An acquisition of the multi-lock completes it first — members whose release did not
-   * run are released then — so its own unlock() follows as usual. The next {@code unlock()}
+   * run give a section back then (members of this library's single-lock kinds; a RedLock,
+   * nested multi-lock or other library's lock is settled by its own acquisition) — so its own
+   * unlock() follows as usual. The next {@code unlock()}
    * completes it: it calls again only the members whose release failed (re-sending a release
    * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
    * does), so no member is released twice — and only while the thread's hold of that member is
@@ -326,33 +328,29 @@ final class MultiLock extends CompositeLock {
   }
 
   /**
-   * After an acquisition of every member, finishes what a failed unlock() still owes, so that
-   * the thread's next unlock() releases this acquisition whatever became of that release (the
-   * thread cannot know): the acquisition settled every member's release in doubt or left
-   * pending (done, if it ran); a member whose release did not run is released now (one section:
-   * the acquisition re-entered it). Only on success: an acquisition that gives up may never
-   * have reached a member whose release is still owed. A release that fails again stays owed to
-   * the next unlock().
+   * After an acquisition of every member, finishes what a failed unlock() still owes and drops
+   * the record, so that the thread's next unlock() releases this acquisition whatever became of
+   * that release (the thread cannot know): the acquisition settled every member's release in
+   * doubt or left pending (done, if it ran); a member of this engine whose release did not run
+   * gives back one section (the acquisition re-entered it), and if that fails too it stays owed
+   * on the member's hold, finished by the thread's next call on it. Another member (a RedLock,
+   * a nested multi-lock, another library's lock) is not released here: its own acquisition just
+   * settled what it could, and an unlock() of it could end the hold just taken. Only on
+   * success: an acquisition that gives up may never have reached a member still owed.
    */
   private void finishOwed(long threadId) {
-    OwedKey key = new OwedKey(identities, threadId);
-    Owed o = takeOwed(key);
+    Owed o = takeOwed(new OwedKey(identities, threadId));
     if (o == null) {
       return;
     }
-    List<Due> still = new ArrayList<>();
     for (Due d : o.due()) {
-      if (!d.owed(threadId)) {
-        continue;
+      if (d.member() instanceof RedisLock r && d.owed(threadId)) {
+        try {
+          r.giveBackSection();
+        } catch (RuntimeException e) {
+          // Kept on the member's hold as a give-back owed: never in place of an unlock().
+        }
       }
-      try {
-        d.member().unlock();
-      } catch (RuntimeException e) {
-        still.add(Due.of(d.member(), threadId));
-      }
-    }
-    if (!still.isEmpty()) {
-      keepOwed(key, new Owed(still, List.of(), o.notHeld(), o.notHeldMembers()));
     }
   }
 

@@ -893,7 +893,7 @@ final class RedisLock implements FencedLock {
       }
       if (ran) {
         hold.closeNewest();
-        hold.releaseSettledByReentry(p.requestId());
+        hold.settledByReentry(p.requestId());
         if (p.leaseMillis() > 0) {
           hold.confirm(LockEngine.confirmedUntil(p.sentAt(), p.leaseMillis()));
           engine.watchDeadline(hold);

@@ -430,12 +430,12 @@ class MultiLockOwedAttackTest {
     }
   }
 
-  private static void assertFailed(DistributedLock multi) {
+  static void assertFailed(DistributedLock multi) {
     RuntimeException e = unlockOutcome(multi);
     assertTrue(e instanceof LockException, "B's member got no answer: " + e);
   }
 
-  private static RuntimeException unlockOutcome(DistributedLock lock) {
+  static RuntimeException unlockOutcome(DistributedLock lock) {
     try {
       lock.unlock();
       return null;
@@ -445,7 +445,7 @@ class MultiLockOwedAttackTest {
   }
 
   /** Loads the scripts through the proxy: a held NOSCRIPT reply would mean nothing ran. */
-  private static void warmUp(DistributedLock lock) {
+  static void warmUp(DistributedLock lock) {
     lock.lock();
     lock.unlock();
   }
