@@ -1,8 +1,5 @@
 package dev.holdfast.engine;
 
-import static dev.holdfast.engine.MultiLockOwedAttackTest.assertFailed;
-import static dev.holdfast.engine.MultiLockOwedAttackTest.unlockOutcome;
-import static dev.holdfast.engine.MultiLockOwedAttackTest.warmUp;
 import static java.util.concurrent.TimeUnit.MILLISECONDS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -11,21 +8,14 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
-import dev.holdfast.LockClient;
-import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
-import dev.holdfast.testing.RedisExtension;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Second round of attacks on the multi-lock's owed record (commits 36ead1d, 3a50e1b): the
@@ -41,36 +31,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * release a re-entry settled as run.
  */
 @Timeout(value = 90, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
-class MultiLockOwedAttack2Test {
-
-  @RegisterExtension
-  static final RedisExtension redis = RedisExtension.standalone();
-
-  @RegisterExtension
-  final Clients clients = new Clients();
-
-  private BlackHoleProxy proxy;
-  private RedisProbe redisState;
-  private LockClient a;
-  private LockClient b;
-  private LockClient rival;
-
-  @BeforeEach
-  void setUp() throws Exception {
-    redis.flushAll();
-    redisState = new RedisProbe(redis.server());
-    proxy = new BlackHoleProxy(redis.server().port());
-    a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-        LockClientConfig.TIMEOUT, "200ms"));
-    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    warmUp(b.getLock("warm"));
-  }
-
-  @AfterEach
-  void tearDown() {
-    proxy.close();
-  }
+class MultiLockOwedAttack2Test extends MultiLockOwedFixture {
 
   // ---- 1: finishOwed's own release fails ----
 

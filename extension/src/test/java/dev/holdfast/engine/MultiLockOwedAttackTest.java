@@ -12,15 +12,11 @@ import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
-import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Attacks on the multi-lock's owed record (commit 36ead1d: each {@code Due} keeps the member's
@@ -33,36 +29,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * had released; and the record was pruned before an acquisition that never reached the member.
  */
 @Timeout(value = 90, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
-class MultiLockOwedAttackTest {
-
-  @RegisterExtension
-  static final RedisExtension redis = RedisExtension.standalone();
-
-  @RegisterExtension
-  final Clients clients = new Clients();
-
-  private BlackHoleProxy proxy;
-  private RedisProbe redisState;
-  private LockClient a;
-  private LockClient b;
-  private LockClient rival;
-
-  @BeforeEach
-  void setUp() throws Exception {
-    redis.flushAll();
-    redisState = new RedisProbe(redis.server());
-    proxy = new BlackHoleProxy(redis.server().port());
-    a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-        LockClientConfig.TIMEOUT, "200ms"));
-    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    warmUp(b.getLock("warm"));
-  }
-
-  @AfterEach
-  void tearDown() {
-    proxy.close();
-  }
+class MultiLockOwedAttackTest extends MultiLockOwedFixture {
 
   // ---- question 1: a release that did not run, the member re-entered alone ----
 
@@ -428,25 +395,5 @@ class MultiLockOwedAttackTest {
       Thread.currentThread().interrupt();
       throw new AssertionError(e);
     }
-  }
-
-  static void assertFailed(DistributedLock multi) {
-    RuntimeException e = unlockOutcome(multi);
-    assertTrue(e instanceof LockException, "B's member got no answer: " + e);
-  }
-
-  static RuntimeException unlockOutcome(DistributedLock lock) {
-    try {
-      lock.unlock();
-      return null;
-    } catch (RuntimeException e) {
-      return e;
-    }
-  }
-
-  /** Loads the scripts through the proxy: a held NOSCRIPT reply would mean nothing ran. */
-  static void warmUp(DistributedLock lock) {
-    lock.lock();
-    lock.unlock();
   }
 }
