@@ -2,8 +2,7 @@ package dev.holdfast.engine;
 
 import java.lang.ref.WeakReference;
 import java.util.ArrayDeque;
-import java.util.HashSet;
-import java.util.Set;
+import java.util.LinkedHashSet;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -59,12 +58,18 @@ final class Hold {
   private final ArrayDeque<Section> sections = new ArrayDeque<>();
   private Pending pendingRelease;
   /**
-   * The request ids of the pending releases that a re-entry settled as having run: their
-   * sections closed without an unlock() call, so whoever sent them (a composite lock's failed
-   * unlock) must not release them again. Null until the first; as many as the hold's failed
-   * unlocks at most. Owner thread.
+   * The request ids of the newest pending releases ({@value #SETTLED_KEPT} at most) that a
+   * re-entry settled as having run: their sections closed without an unlock() call, so whoever
+   * sent them (a multi-lock's failed unlock) must not release them again. Null until the first.
+   * Owner thread.
    */
-  private Set<String> releasesSettledByReentry;
+  private LinkedHashSet<String> releasesSettledByReentry;
+  /**
+   * How many settled releases a hold remembers: a multi-lock's record refers to one only if the
+   * thread re-entered the member between its failed unlock and that unlock's retry, and an older
+   * one would need as many more failed unlocks, each settled by a re-entry, in between.
+   */
+  private static final int SETTLED_KEPT = 16;
   /**
    * The newest section is one a composite acquisition took and gave back, and that release
    * failed (did not run, or is {@link #pendingRelease}): it is no section of the application's,
@@ -364,9 +369,12 @@ final class Hold {
 
   void settledByReentry(String requestId) {
     if (releasesSettledByReentry == null) {
-      releasesSettledByReentry = new HashSet<>();
+      releasesSettledByReentry = new LinkedHashSet<>();
     }
     releasesSettledByReentry.add(requestId);
+    if (releasesSettledByReentry.size() > SETTLED_KEPT) {
+      releasesSettledByReentry.remove(releasesSettledByReentry.iterator().next()); // the oldest
+    }
   }
 
   void giveBackOwed(boolean owed) {

@@ -142,6 +142,7 @@ final class MultiLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
+    retryOwedElsewhere(Thread.currentThread().getId());
     long start = System.nanoTime();
     int n = order.size();
     int first = 0;
@@ -212,9 +213,9 @@ final class MultiLock extends CompositeLock {
    * <p>If this throws {@link LockException}, the thread's next call on this multi-lock
    * completes that same release, whichever it is (the thread cannot know what the failed call
    * did). An acquisition of the multi-lock completes it first — members whose release did not
-   * run give a section back then (members of this library's single-lock kinds; a RedLock,
-   * nested multi-lock or other library's lock is settled by its own acquisition) — so its own
-   * unlock() follows as usual. The next {@code unlock()}
+   * run give a section back then (a RedLock, nested multi-lock or other library's lock gets its
+   * unlock() again before the acquisition, which fails if that does) — so its own unlock()
+   * follows as usual. The next {@code unlock()}
    * completes it: it calls again only the members whose release failed (re-sending a release
    * that did not run, or settling a final one left in doubt, as {@link DistributedLock#unlock()}
    * does), so no member is released twice — and only while the thread's hold of that member is
@@ -328,14 +329,49 @@ final class MultiLock extends CompositeLock {
   }
 
   /**
+   * Before an acquisition: a member not of this engine (a RedLock, a nested multi-lock, another
+   * library's lock) whose release a failed unlock() left owed gets that unlock() again now, as
+   * {@link DistributedLock#unlock()} asks (re-sent or settled: a release that ran is not run
+   * twice); its acquisition could not tell that release apart from the thread's own sections.
+   * Done (or found not held) members leave the record.
+   *
+   * @throws LockException (or what the member's unlock() threw otherwise) if it fails again:
+   *     nothing is acquired and the record keeps it
+   */
+  private void retryOwedElsewhere(long threadId) {
+    OwedKey key = new OwedKey(identities, threadId);
+    Owed o = takeOwed(key);
+    if (o == null) {
+      return;
+    }
+    List<Due> left = new ArrayList<>(o.due());
+    try {
+      for (Due d : o.due()) {
+        if (!(d.member() instanceof RedisLock)) {
+          try {
+            d.member().unlock();
+          } catch (IllegalMonitorStateException e) {
+            // Not held (lost): nothing is owed any more; the acquisition will say what it finds.
+          }
+          left.remove(d);
+        }
+      }
+    } finally {
+      if (!left.isEmpty()) {
+        keepOwed(key, new Owed(List.copyOf(left), o.released(), o.notHeld(), o.notHeldMembers()));
+      }
+    }
+  }
+
+  /**
    * After an acquisition of every member, finishes what a failed unlock() still owes and drops
    * the record, so that the thread's next unlock() releases this acquisition whatever became of
    * that release (the thread cannot know): the acquisition settled every member's release in
    * doubt or left pending (done, if it ran); a member of this engine whose release did not run
    * gives back one section (the acquisition re-entered it), and if that fails too it stays owed
    * on the member's hold, finished by the thread's next call on it. Another member (a RedLock,
-   * a nested multi-lock, another library's lock) is not released here: its own acquisition just
-   * settled what it could, and an unlock() of it could end the hold just taken. Only on
+   * a nested multi-lock, another library's lock) was retried before the acquisition
+   * ({@link #retryOwedElsewhere}); an unlock() of it now could end the hold just taken. Only on
    * success: an acquisition that gives up may never have reached a member still owed.
    */
   private void finishOwed(long threadId) {

@@ -9,9 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
-import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
-import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -305,41 +303,5 @@ class MultiLockOwedAttack2Test extends MultiLockOwedFixture {
     assertEquals(1, write.getHoldCount(), "the write side is untouched");
     write.unlock();
     assertFalse(redisState.exists("rw30"));
-  }
-
-  // ---- helpers ----
-
-  /**
-   * {@code lock} behind a {@link DistributedLock} proxy that runs {@code before} (if set) before
-   * each acquisition call and {@code after} (if set) after each one that acquired.
-   */
-  private static DistributedLock hook(DistributedLock lock, AtomicReference<Runnable> before,
-      AtomicReference<Runnable> after) {
-    Set<String> acquiring = Set.of("lock", "lockInterruptibly", "tryLock");
-    return (DistributedLock) Proxy.newProxyInstance(DistributedLock.class.getClassLoader(),
-        new Class<?>[] {DistributedLock.class}, (self, method, args) -> {
-          if (method.getDeclaringClass() == Object.class) {
-            return switch (method.getName()) {
-              case "equals" -> self == args[0];
-              case "hashCode" -> System.identityHashCode(self);
-              default -> "hook[" + lock + "]";
-            };
-          }
-          boolean acquires = acquiring.contains(method.getName());
-          if (acquires && before != null && before.get() != null) {
-            before.get().run();
-          }
-          Object result;
-          try {
-            result = method.invoke(lock, args);
-          } catch (InvocationTargetException e) {
-            throw e.getCause();
-          }
-          if (acquires && after != null && after.get() != null
-              && (result == null || Boolean.TRUE.equals(result))) {
-            after.get().run();
-          }
-          return result;
-        });
   }
 }

@@ -7,7 +7,11 @@ import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import dev.holdfast.testing.RedisExtension;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -67,5 +71,39 @@ abstract class MultiLockOwedFixture {
   static void warmUp(DistributedLock lock) {
     lock.lock();
     lock.unlock();
+  }
+
+  /**
+   * {@code lock} behind a {@link DistributedLock} proxy that runs {@code before} (if set) before
+   * each acquisition call and {@code after} (if set) after each one that acquired.
+   */
+  static DistributedLock hook(DistributedLock lock, AtomicReference<Runnable> before,
+      AtomicReference<Runnable> after) {
+    Set<String> acquiring = Set.of("lock", "lockInterruptibly", "tryLock");
+    return (DistributedLock) Proxy.newProxyInstance(DistributedLock.class.getClassLoader(),
+        new Class<?>[] {DistributedLock.class}, (self, method, args) -> {
+          if (method.getDeclaringClass() == Object.class) {
+            return switch (method.getName()) {
+              case "equals" -> self == args[0];
+              case "hashCode" -> System.identityHashCode(self);
+              default -> "hook[" + lock + "]";
+            };
+          }
+          boolean acquires = acquiring.contains(method.getName());
+          if (acquires && before != null && before.get() != null) {
+            before.get().run();
+          }
+          Object result;
+          try {
+            result = method.invoke(lock, args);
+          } catch (InvocationTargetException e) {
+            throw e.getCause();
+          }
+          if (acquires && after != null && after.get() != null
+              && (result == null || Boolean.TRUE.equals(result))) {
+            after.get().run();
+          }
+          return result;
+        });
   }
 }
