@@ -158,27 +158,7 @@ class MultiLockOwedAttack2Test extends MultiLockOwedFixture {
     assertEquals("2", inRedis);
   }
 
-  /**
-   * Multi-lock [a{suffix}, b{suffix}, hook z{suffix}] taken twice; the inner unlock fails on B
-   * (its release never ran: count 2, pending); then taken a third time with {@code fault} armed
-   * right after the acquisition's last member, so that finishOwed's release of B fails.
-   */
-  private DistributedLock relockWithFailingFinish(String suffix, Runnable fault) {
-    AtomicReference<Runnable> afterAcquire = new AtomicReference<>();
-    DistributedLock hook = hook(a.getLock("z" + suffix), null, afterAcquire);
-    DistributedLock multi = a.getMultiLock(a.getLock("a" + suffix), b.getLock("b" + suffix),
-        hook);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A 1, hook 1; B 2 with its release pending (never ran)
-    proxy.blackHole(false);
-    afterAcquire.set(fault);
-    multi.lock();
-    afterAcquire.set(null);
-    proxy.blackHole(false);
-    return multi;
-  }
+
 
   // ---- 2: a later round; members given back between rounds ----
 

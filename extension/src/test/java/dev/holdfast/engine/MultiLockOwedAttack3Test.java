@@ -11,7 +11,6 @@ import java.lang.reflect.Field;
 import java.lang.reflect.Proxy;
 import java.util.Collection;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -264,26 +263,5 @@ class MultiLockOwedAttack3Test extends MultiLockOwedFixture {
 
   // ---- helpers ----
 
-  /**
-   * Multi-lock [a{suffix}, b{suffix}, hook z{suffix}] taken twice; the inner unlock fails on B
-   * (not run: count 2, pending); then taken a third time with {@code fault} armed right after
-   * the acquisition's last member, so that finishOwed's give-back of B fails and stays owed on
-   * B's hold. The link is restored before returning.
-   */
-  private DistributedLock relockWithFailingFinish(String suffix, Runnable fault) {
-    AtomicReference<Runnable> afterAcquire = new AtomicReference<>();
-    DistributedLock hook = hook(a.getLock("z" + suffix), null, afterAcquire);
-    DistributedLock multi = a.getMultiLock(a.getLock("a" + suffix), b.getLock("b" + suffix),
-        hook);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
-    afterAcquire.set(fault);
-    multi.lock();
-    afterAcquire.set(null);
-    proxy.blackHole(false);
-    return multi;
-  }
+
 }

@@ -106,4 +106,27 @@ abstract class MultiLockOwedFixture {
           return result;
         });
   }
+
+  /**
+   * Multi-lock [a{suffix}, b{suffix}, hook z{suffix}] taken twice; the inner unlock fails on B
+   * (its release never ran: count 2, pending); then taken a third time with {@code fault} armed
+   * right after the acquisition's last member, so that finishOwed's give-back of B fails and
+   * stays owed on B's hold. The link is restored before returning.
+   */
+  DistributedLock relockWithFailingFinish(String suffix, Runnable fault) {
+    AtomicReference<Runnable> afterAcquire = new AtomicReference<>();
+    DistributedLock hook = hook(a.getLock("z" + suffix), null, afterAcquire);
+    DistributedLock multi = a.getMultiLock(a.getLock("a" + suffix), b.getLock("b" + suffix),
+        hook);
+    multi.lock();
+    multi.lock();
+    proxy.blackHole(true);
+    assertFailed(multi); // A 1, hook 1; B 2 with its release pending (never ran)
+    proxy.blackHole(false);
+    afterAcquire.set(fault);
+    multi.lock();
+    afterAcquire.set(null);
+    proxy.blackHole(false);
+    return multi;
+  }
 }
