@@ -352,6 +352,10 @@ final class MultiLock extends CompositeLock {
             d.member().unlock();
           } catch (IllegalMonitorStateException e) {
             // Not held (lost): nothing is owed any more; the acquisition will say what it finds.
+          } catch (LockException e) {
+            throw new LockException("Multi-lock " + getName() + " acquired nothing: the release "
+                + "of member '" + d.member().getName() + "' that an earlier unlock() left owed "
+                + "failed again (it is tried again by the next call): " + e.getMessage(), e);
           }
           left.remove(d);
         }

@@ -3,6 +3,7 @@ package dev.holdfast.engine;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
@@ -63,6 +64,34 @@ class MultiLockOwedAttack3Test extends MultiLockOwedFixture {
     assertFalse(r2, "r2 released by the two unlocks");
     assertFalse(r3, "r3 released by the two unlocks");
     assertFalse(redHeld, "the RedLock is not held after every section was unlocked");
+  }
+
+  /**
+   * The RedLock member's owed release is retried before the next acquisition; while Redis still
+   * does not answer, that retry fails, and so does the acquisition, taking nothing and saying
+   * why; once Redis answers, the next acquisition finishes it and two unlocks free everything.
+   */
+  @Test
+  void redLockMember_retryFailsAgain_acquisitionFailsTakingNothing_thenRecovers() {
+    DistributedLock red = a.getRedLock(a.getLock("r33-1"), b.getLock("r33-2"),
+        b.getLock("r33-3"));
+    DistributedLock multi = a.getMultiLock(a.getLock("a33"), red);
+    multi.lock();
+    multi.lock();
+    proxy.blackHole(true);
+    assertFailed(multi); // A 1, r1 1; r2, r3 2 with a pending release that never ran
+    LockException failed = assertThrows(LockException.class, multi::tryLock,
+        "the owed release fails again: nothing is acquired");
+    proxy.blackHole(false);
+    assertTrue(failed.getMessage().contains("acquired nothing")
+        && failed.getMessage().contains(red.getName()), failed.getMessage());
+    assertEquals("1", redisState.hget("a33", RedisProbe.fieldOf(a)), "A not taken again");
+    multi.lock();
+    assertNull(unlockOutcome(multi), "inner unlock");
+    assertNull(unlockOutcome(multi), "outer unlock");
+    for (String key : new String[] {"a33", "r33-1", "r33-2", "r33-3"}) {
+      assertFalse(redisState.exists(key), key + " released by the two unlocks");
+    }
   }
 
   /**
