@@ -57,12 +57,18 @@ final class LockGroup {
   /**
    * What makes two handles the same lock: two handles from one client for one key and side are
    * interchangeable (fenced or not, fair or not: they share the hash field); the read and write
-   * sides of one read-write lock are two locks; handles of other classes are only the same as
-   * themselves.
+   * sides of one read-write lock are two locks; two RedLocks or multi-locks are the same when their
+   * members are; handles of other classes are only the same as themselves.
    */
   static Object identity(DistributedLock lock) {
     if (lock instanceof RedisLock r) {
       return List.of(r.engine(), r.holdKey());
+    }
+    if (lock instanceof RedLock red) {
+      return List.of("RedLock", red.members().stream().map(LockGroup::identity).toList());
+    }
+    if (lock instanceof MultiLock multi) {
+      return List.of("multi-lock", multi.identities());
     }
     return new IdentityKey(lock);
   }

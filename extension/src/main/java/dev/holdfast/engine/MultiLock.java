@@ -77,20 +77,52 @@ final class MultiLock extends CompositeLock {
    * newer hold of the member is the thread's own; and a pending release that a re-entry of the
    * member found had run has closed the multi-lock's section already.
    */
-  record Due(DistributedLock member, Hold hold, String pendingRequest) {
+  record Due(DistributedLock member, Hold hold, String pendingRequest, List<Hold> memberHolds) {
     static Due of(DistributedLock member, long threadId) {
       Hold hold = member instanceof RedisLock r ? r.holdOf(threadId) : null;
       Hold.Pending pending = hold == null ? null : hold.pendingRelease();
-      return new Due(member, hold, pending == null ? null : pending.requestId());
+      return new Due(member, hold, pending == null ? null : pending.requestId(),
+          redLockHolds(member, threadId));
+    }
+
+    /**
+     * {@return the thread's holds of a RedLock's members (null where none), or null if
+     * {@code member} is not a RedLock of this engine's locks}
+     */
+    private static List<Hold> redLockHolds(DistributedLock member, long threadId) {
+      if (!(member instanceof RedLock red)
+          || !red.members().stream().allMatch(RedisLock.class::isInstance)) {
+        return null;
+      }
+      List<Hold> holds = new ArrayList<>();
+      red.members().forEach(m -> holds.add(((RedisLock) m).holdOf(threadId)));
+      return holds;
     }
 
     /**
      * {@return whether the member's unlock() still has this release to do for the thread: open
      * sections or a final release in doubt of the same hold, on an open client (closing a client
      * ends its holds: they expire with their lease), unless a re-entry settled the release as
-     * run; true for a member not of this library}
+     * run. A RedLock: while the thread's holds of its members are still those the failed call
+     * left (taken alone meanwhile, it is the thread's own) and one has something left; a nested
+     * multi-lock: while it keeps its own record of that failed unlock; true for any other lock}
      */
     boolean owed(long threadId) {
+      if (memberHolds != null) {
+        List<DistributedLock> parts = ((RedLock) member).members();
+        boolean any = false;
+        for (int i = 0; i < parts.size(); i++) {
+          Hold now = ((RedisLock) parts.get(i)).holdOf(threadId);
+          if (now != memberHolds.get(i)) {
+            return false;
+          }
+          any |= now != null && (now.count() > 0 || now.endedInDoubt());
+        }
+        return any;
+      }
+      if (member instanceof MultiLock nested) {
+        return nested.owes(threadId);
+      }
       if (!(member instanceof RedisLock r)) {
         return true;
       }
@@ -226,7 +258,10 @@ final class MultiLock extends CompositeLock {
    * before, and those whose hold was lost since (a member released by the failed call may have
    * lost its hold in it: its release found the outer sections' fixed lease over and ended the
    * hold). Once a member's loss is known, the multi-lock is lost: that retry is an unlock of a
-   * lost hold, like every later one of its open sections.
+   * lost hold, like every later one of its open sections. Limits: a RedLock member's retry is
+   * its own unlock(), which keeps no record of a failure, so it calls each of its members again
+   * (one it had released loses an outer section; the RedLock keeps its majority); and a member
+   * of another implementation cannot be told from a hold the thread took of it alone meanwhile.
    *
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
@@ -347,18 +382,22 @@ final class MultiLock extends CompositeLock {
     List<Due> left = new ArrayList<>(o.due());
     try {
       for (Due d : o.due()) {
-        if (!(d.member() instanceof RedisLock)) {
+        if (d.member() instanceof RedisLock) {
+          continue; // finished after the acquisition (finishOwed)
+        }
+        if (d.owed(threadId)) {
           try {
             d.member().unlock();
           } catch (IllegalMonitorStateException e) {
             // Not held (lost): nothing is owed any more; the acquisition will say what it finds.
-          } catch (LockException e) {
+          } catch (RuntimeException e) {
+            left.set(left.indexOf(d), Due.of(d.member(), threadId)); // as this call left it
             throw new LockException("Multi-lock " + getName() + " acquired nothing: the release "
                 + "of member '" + d.member().getName() + "' that an earlier unlock() left owed "
                 + "failed again (it is tried again by the next call): " + e.getMessage(), e);
           }
-          left.remove(d);
         }
+        left.remove(d);
       }
     } finally {
       if (!left.isEmpty()) {
@@ -532,5 +571,16 @@ final class MultiLock extends CompositeLock {
   /** {@return the members, in acquisition order} */
   List<DistributedLock> members() {
     return order;
+  }
+
+  /** {@return the members' identities, in acquisition order} */
+  List<Object> identities() {
+    return identities;
+  }
+
+  /** {@return whether a failed unlock() of the thread's is still recorded (not finished)} */
+  boolean owes(long threadId) {
+    OwedKey key = new OwedKey(identities, threadId);
+    return owedStores().stream().anyMatch(store -> store.containsKey(key));
   }
 }
