@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
 
 /**
  * The member locks of a {@link MultiLock} or {@link RedLock}: validated once, immutable, and the
@@ -57,15 +58,18 @@ final class LockGroup {
   /**
    * What makes two handles the same lock: two handles from one client for one key and side are
    * interchangeable (fenced or not, fair or not: they share the hash field); the read and write
-   * sides of one read-write lock are two locks; two RedLocks or multi-locks are the same when their
-   * members are; handles of other classes are only the same as themselves.
+   * sides of one read-write lock are two locks; two RedLocks are the same when their members are
+   * (in any order), two multi-locks when their members are; handles of other classes are only
+   * the same as themselves.
    */
   static Object identity(DistributedLock lock) {
     if (lock instanceof RedisLock r) {
       return List.of(r.engine(), r.holdKey());
     }
     if (lock instanceof RedLock red) {
-      return List.of("RedLock", red.members().stream().map(LockGroup::identity).toList());
+      // A set of votes: the members' order means nothing.
+      return List.of("RedLock", red.members().stream().map(LockGroup::identity)
+          .collect(Collectors.toUnmodifiableSet()));
     }
     if (lock instanceof MultiLock multi) {
       return List.of("multi-lock", multi.identities());

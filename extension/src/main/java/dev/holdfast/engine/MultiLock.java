@@ -45,10 +45,10 @@ final class MultiLock extends CompositeLock {
    * Where the rest of a failed unlock() is kept, per multi-lock (its members, whichever handle
    * names them: applications usually get a new handle for each use) and thread: the thread's
    * next unlock() of those members finishes it. An entry lives until then, or until the thread's
-   * next acquisition of every member leaves nothing of it owed. It is kept by the engine of every member of
-   * this library ({@link LockEngine#multiLockOwed()}) that is open, so that closing one member's
-   * client (which drops that engine's records) leaves it with the others; a multi-lock with no
-   * such member keeps it in {@link #UNOWNED}.
+   * next acquisition of every member leaves nothing of it owed. It is kept by the engine of
+   * every member of this library ({@link LockEngine#multiLockOwed()}) that is open, so that
+   * closing one member's client (which drops that engine's records) leaves it with the others;
+   * a multi-lock with no such member keeps it in {@link #UNOWNED}.
    */
   private final List<LockEngine> owedEngines;
   /** Where multi-locks none of whose members belongs to this library keep their records. */

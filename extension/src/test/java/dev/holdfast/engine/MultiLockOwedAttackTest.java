@@ -351,8 +351,8 @@ class MultiLockOwedAttackTest extends MultiLockOwedFixture {
   /**
    * B's final release is in doubt after a failed unlock. The thread then tries the multi-lock and
    * fails at once on A (sorted first, held by a rival), so B's acquisition — which would have
-   * settled the doubt — never ran; the record used to be pruned before the acquisition. The next unlock()
-   * should finish the failed release (settle B) as documented; without the record it unlocks
+   * settled the doubt — never ran; the record used to be pruned before the acquisition. The
+   * next unlock() should finish the failed release (settle B) as documented; without the record it unlocks
    * every member and reports A (released by the failed call) as not held.
    */
   @Test
