@@ -31,7 +31,7 @@ import java.util.concurrent.locks.Condition;
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
  * thread-bound), so members may be of any kind and from any client. Thread-safe; the only state
  * is what a failed {@link #unlock()} still owes, per thread and set of members (shared by every
- * handle of the same members, kept by a member's engine and dropped when that client closes).
+ * handle of the same members; see {@link #owedEngines} for where it is kept).
  */
 final class MultiLock extends CompositeLock {
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
@@ -45,13 +45,15 @@ final class MultiLock extends CompositeLock {
    * Where the rest of a failed unlock() is kept, per multi-lock (its members, whichever handle
    * names them: applications usually get a new handle for each use) and thread: the thread's
    * next unlock() of those members finishes it. An entry lives until then, or until the thread's
-   * next acquisition of every member leaves nothing of it owed. It is kept by the engine of
-   * every member of this library ({@link LockEngine#multiLockOwed()}) that is open, so that
-   * closing one member's client (which drops that engine's records) leaves it with the others;
-   * a multi-lock with no such member keeps it in {@link #UNOWNED}.
+   * next acquisition of every member leaves nothing of it owed. A record that owes only direct
+   * members of this library is kept by the engine of every such member that is open ({@link
+   * LockEngine#multiLockOwed()}): closing one member's client (which drops that engine's records
+   * and ends its holds) leaves it with the others. A record that owes a RedLock, a nested
+   * multi-lock or another library's lock is kept in {@link #UNOWNED}: that release outlives the
+   * clients of the direct members.
    */
   private final List<LockEngine> owedEngines;
-  /** Where multi-locks none of whose members belongs to this library keep their records. */
+  /** Where records owing a member outside the direct members' engines are kept. */
   private static final Map<OwedKey, Owed> UNOWNED = new ConcurrentHashMap<>();
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
@@ -77,26 +79,16 @@ final class MultiLock extends CompositeLock {
    * newer hold of the member is the thread's own; and a pending release that a re-entry of the
    * member found had run has closed the multi-lock's section already.
    */
-  record Due(DistributedLock member, Hold hold, String pendingRequest, List<Hold> memberHolds) {
+  record Due(DistributedLock member, Hold hold, String pendingRequest, List<Due> parts) {
+    /** A RedLock's {@code parts} are its members' dues (its members are all of this library). */
     static Due of(DistributedLock member, long threadId) {
+      if (member instanceof RedLock red) {
+        return new Due(member, null, null,
+            red.members().stream().map(m -> of(m, threadId)).toList());
+      }
       Hold hold = member instanceof RedisLock r ? r.holdOf(threadId) : null;
       Hold.Pending pending = hold == null ? null : hold.pendingRelease();
-      return new Due(member, hold, pending == null ? null : pending.requestId(),
-          redLockHolds(member, threadId));
-    }
-
-    /**
-     * {@return the thread's holds of a RedLock's members (null where none), or null if
-     * {@code member} is not a RedLock of this engine's locks}
-     */
-    private static List<Hold> redLockHolds(DistributedLock member, long threadId) {
-      if (!(member instanceof RedLock red)
-          || !red.members().stream().allMatch(RedisLock.class::isInstance)) {
-        return null;
-      }
-      List<Hold> holds = new ArrayList<>();
-      red.members().forEach(m -> holds.add(((RedisLock) m).holdOf(threadId)));
-      return holds;
+      return new Due(member, hold, pending == null ? null : pending.requestId(), null);
     }
 
     /**
@@ -104,21 +96,14 @@ final class MultiLock extends CompositeLock {
      * sections or a final release in doubt of the same hold, on an open client (closing a client
      * ends its holds: they expire with their lease), unless a re-entry settled the release as
      * run. A RedLock: while the thread's holds of its members are still those the failed call
-     * left (taken alone meanwhile, it is the thread's own) and one has something left; a nested
-     * multi-lock: while it keeps its own record of that failed unlock; true for any other lock}
+     * left (taken alone meanwhile, it is the thread's own) and one of them owes by this rule; a
+     * nested multi-lock: while it keeps its own record of that failed unlock; true for any other
+     * lock}
      */
     boolean owed(long threadId) {
-      if (memberHolds != null) {
-        List<DistributedLock> parts = ((RedLock) member).members();
-        boolean any = false;
-        for (int i = 0; i < parts.size(); i++) {
-          Hold now = ((RedisLock) parts.get(i)).holdOf(threadId);
-          if (now != memberHolds.get(i)) {
-            return false;
-          }
-          any |= now != null && (now.count() > 0 || now.endedInDoubt());
-        }
-        return any;
+      if (parts != null) {
+        return parts.stream().allMatch(p -> p.sameHold(threadId))
+            && parts.stream().anyMatch(p -> p.owed(threadId));
       }
       if (member instanceof MultiLock nested) {
         return nested.owes(threadId);
@@ -138,6 +123,10 @@ final class MultiLock extends CompositeLock {
      * For a member the failed call released: {@return the loss of the same hold since (its
      * open sections are the multi-lock's outer ones), or null}
      */
+    private boolean sameHold(long threadId) {
+      return ((RedisLock) member).holdOf(threadId) == hold;
+    }
+
     IllegalMonitorStateException lostSince(long threadId) {
       return member instanceof RedisLock r && hold != null && r.holdOf(threadId) == hold
           && !r.engine().closed() ? r.lostSinceReleased() : null;
@@ -174,7 +163,28 @@ final class MultiLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
-    retryOwedElsewhere(Thread.currentThread().getId());
+    long threadId = Thread.currentThread().getId();
+    OwedKey key = new OwedKey(identities, threadId);
+    // What a failed unlock() left is carried through the acquisition, looked up once: finished
+    // if it succeeds, kept otherwise (it may never have reached a member still owed).
+    Owed owed = retryOwedElsewhere(key, takeOwed(key));
+    boolean acquired = false;
+    try {
+      acquired = acquireMembers(waitNanos, leaseMillis, interruptible);
+      return acquired;
+    } finally {
+      if (owed != null) {
+        if (acquired) {
+          finishOwed(owed, threadId);
+        } else {
+          keepOwed(key, owed);
+        }
+      }
+    }
+  }
+
+  private boolean acquireMembers(long waitNanos, long leaseMillis, boolean interruptible)
+      throws InterruptedException {
     long start = System.nanoTime();
     int n = order.size();
     int first = 0;
@@ -209,7 +219,6 @@ final class MultiLock extends CompositeLock {
           throw e;
         }
         if (busy < 0) {
-          finishOwed(Thread.currentThread().getId());
           return true;
         }
         Throwable releaseFailure = LockGroup.giveBack(held, null);
@@ -370,16 +379,18 @@ final class MultiLock extends CompositeLock {
    * twice); its acquisition could not tell that release apart from the thread's own sections.
    * Done (or found not held) members leave the record.
    *
+   * @param o the thread's record, taken out of the stores (or null)
+   * @return what is left of it for the acquisition to finish, or null
    * @throws LockException (or what the member's unlock() threw otherwise) if it fails again:
-   *     nothing is acquired and the record keeps it
+   *     nothing is acquired and the record, as this call left it, is kept again
    */
-  private void retryOwedElsewhere(long threadId) {
-    OwedKey key = new OwedKey(identities, threadId);
-    Owed o = takeOwed(key);
+  private Owed retryOwedElsewhere(OwedKey key, Owed o) {
     if (o == null) {
-      return;
+      return null;
     }
+    long threadId = key.threadId();
     List<Due> left = new ArrayList<>(o.due());
+    boolean failed = true;
     try {
       for (Due d : o.due()) {
         if (d.member() instanceof RedisLock) {
@@ -399,11 +410,14 @@ final class MultiLock extends CompositeLock {
         }
         left.remove(d);
       }
+      failed = false;
     } finally {
-      if (!left.isEmpty()) {
+      if (failed) {
         keepOwed(key, new Owed(List.copyOf(left), o.released(), o.notHeld(), o.notHeldMembers()));
       }
     }
+    return left.isEmpty() ? null
+        : new Owed(List.copyOf(left), o.released(), o.notHeld(), o.notHeldMembers());
   }
 
   /**
@@ -417,11 +431,7 @@ final class MultiLock extends CompositeLock {
    * ({@link #retryOwedElsewhere}); an unlock() of it now could end the hold just taken. Only on
    * success: an acquisition that gives up may never have reached a member still owed.
    */
-  private void finishOwed(long threadId) {
-    Owed o = takeOwed(new OwedKey(identities, threadId));
-    if (o == null) {
-      return;
-    }
+  private static void finishOwed(Owed o, long threadId) {
     for (Due d : o.due()) {
       if (d.member() instanceof RedisLock r && d.owed(threadId)) {
         try {
@@ -433,18 +443,27 @@ final class MultiLock extends CompositeLock {
     }
   }
 
-  /** The record stores: every open member engine's ({@link #UNOWNED} without such members). */
+  /** {@return every store a record of this multi-lock may be in: open engines', UNOWNED} */
   private List<Map<OwedKey, Owed>> owedStores() {
-    if (owedEngines.isEmpty()) {
-      return List.of(UNOWNED);
-    }
-    return owedEngines.stream().filter(e -> !e.closed())
-        .<Map<OwedKey, Owed>>map(LockEngine::multiLockOwed).toList();
+    List<Map<OwedKey, Owed>> stores = new ArrayList<>(owedEngines.size() + 1);
+    owedEngines.stream().filter(e -> !e.closed()).forEach(e -> stores.add(e.multiLockOwed()));
+    stores.add(UNOWNED);
+    return stores;
   }
 
-  /** Keeps {@code owed} as the thread's record in every store. */
+  /**
+   * Keeps {@code owed} as the thread's record: in {@link #UNOWNED} if it owes a member other
+   * than this library's plain locks (its release outlives the direct members' clients), else
+   * in every open member engine's store (none open: nothing is owed any more, as closing a
+   * client ends its holds).
+   */
   private void keepOwed(OwedKey key, Owed owed) {
-    owedStores().forEach(store -> store.put(key, owed));
+    if (owed.due().stream().allMatch(d -> d.member() instanceof RedisLock)) {
+      owedEngines.stream().filter(e -> !e.closed())
+          .forEach(e -> e.multiLockOwed().put(key, owed));
+    } else {
+      UNOWNED.put(key, owed);
+    }
   }
 
   /**
