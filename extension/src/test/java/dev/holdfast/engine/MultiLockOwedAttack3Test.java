@@ -46,11 +46,7 @@ class MultiLockOwedAttack3Test extends MultiLockOwedFixture {
     DistributedLock red = a.getRedLock(a.getLock("r31-1"), b.getLock("r31-2"),
         b.getLock("r31-3"));
     DistributedLock multi = a.getMultiLock(a.getLock("a31"), red);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A 1, r1 1; r2, r3 2 with a pending release that never ran
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi); // A 1, r1 1; r2, r3 2 with a pending release that never ran
     assertEquals("2", redisState.hget("r31-2", RedisProbe.fieldOf(b)), "not run");
     multi.lock();
     assertNull(unlockOutcome(multi), "inner unlock");
@@ -105,11 +101,7 @@ class MultiLockOwedAttack3Test extends MultiLockOwedFixture {
   void foreignMember_releaseNotRun_multiRelocked_unlocksReleaseIt() {
     DistributedLock foreign = hook(b.getLock("f32"), null, null);
     DistributedLock multi = a.getMultiLock(a.getLock("a32"), foreign);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     multi.lock();
     assertNull(unlockOutcome(multi));
     assertNull(unlockOutcome(multi));
@@ -126,11 +118,7 @@ class MultiLockOwedAttack3Test extends MultiLockOwedFixture {
   void nestedMultiMember_releaseNotRun_multiRelocked_unlocksReleaseIt() {
     DistributedLock inner = a.getMultiLock(a.getLock("n33-c"), b.getLock("n33-b"));
     DistributedLock multi = a.getMultiLock(a.getLock("a33"), inner);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     multi.lock();
     assertNull(unlockOutcome(multi));
     assertNull(unlockOutcome(multi));
@@ -209,9 +197,7 @@ class MultiLockOwedAttack3Test extends MultiLockOwedFixture {
   @Test
   void giveBackOwedFailsAgainInUnlock_retried_countsMatch() {
     DistributedLock multi = relockWithFailingFinish("37", () -> proxy.blackHole(true));
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    failUnlockOnB(multi);
     assertNull(unlockOutcome(multi), "the retry");
     assertEquals("1", redisState.hget("b37", RedisProbe.fieldOf(b)));
     assertNull(unlockOutcome(multi));

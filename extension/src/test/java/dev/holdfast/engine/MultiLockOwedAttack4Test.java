@@ -7,8 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Proxy;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
@@ -61,9 +59,7 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
   private void ownHoldSurvives(DistributedLock member, String aName) {
     DistributedLock multi = a.getMultiLock(a.getLock(aName), member);
     multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A released; the member's final release in doubt
-    proxy.blackHole(false);
+    failUnlockOnB(multi); // A released; the member's final release in doubt
     member.lock(); // the thread's own hold: the doubt is settled first
     assertTrue(member.isHeldByCurrentThread());
     multi.lock();
@@ -204,11 +200,7 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
     DistributedLock red = a.getRedLock(a.getLock("r49-1"), b.getLock("r49-2"),
         b.getLock("r49-3"));
     DistributedLock multi = a.getMultiLock(a.getLock("a49"), red);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A 1, r1 1; r2, r3 2 (not run)
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi); // A 1, r1 1; r2, r3 2 (not run)
     multi.lock(); // the retry: r2, r3 1; and r1?
     String r1 = redisState.hget("r49-1", RedisProbe.fieldOf(a));
     assertEquals(2, a.getLock("a49").getHoldCount());
@@ -225,11 +217,7 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
     DistributedLock red = a.getRedLock(a.getLock("r46-1"), b.getLock("r46-2"),
         b.getLock("r46-3"));
     DistributedLock multi = a.getMultiLock(a.getLock("a46"), red);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     Thread.currentThread().interrupt();
     try {
       multi.lock();
@@ -252,11 +240,7 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
       throws Exception {
     DistributedLock foreign = hook(b.getLock("f47"), null, null);
     DistributedLock multi = a.getMultiLock(a.getLock("a47"), foreign);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     Thread.currentThread().interrupt();
     boolean interrupted = false;
     try {
@@ -285,11 +269,7 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
   void redLockMember_releaseNotRun_relockedFromNewHandles_countsMatch() {
     DistributedLock multi = a.getMultiLock(a.getLock("a48"), a.getRedLock(a.getLock("r48-1"),
         b.getLock("r48-2"), b.getLock("r48-3")));
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     DistributedLock again = a.getMultiLock(a.getLock("a48"), a.getRedLock(a.getLock("r48-1"),
         b.getLock("r48-2"), b.getLock("r48-3")));
     again.lock();
@@ -306,23 +286,11 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
   /** {@code lock} behind a proxy whose unlock() throws what {@code fault} supplies, if set. */
   static DistributedLock failingUnlock(DistributedLock lock,
       AtomicReference<Supplier<RuntimeException>> fault) {
-    return (DistributedLock) Proxy.newProxyInstance(DistributedLock.class.getClassLoader(),
-        new Class<?>[] {DistributedLock.class}, (self, method, args) -> {
-          if (method.getDeclaringClass() == Object.class) {
-            return switch (method.getName()) {
-              case "equals" -> self == args[0];
-              case "hashCode" -> System.identityHashCode(self);
-              default -> "failingUnlock[" + lock + "]";
-            };
-          }
-          if (method.getName().equals("unlock") && fault.get() != null) {
-            throw fault.get().get();
-          }
-          try {
-            return method.invoke(lock, args);
-          } catch (InvocationTargetException e) {
-            throw e.getCause();
-          }
-        });
+    return foreign(lock, "failingUnlock", (method, proceed) -> {
+      if (method.equals("unlock") && fault.get() != null) {
+        throw fault.get().get();
+      }
+      return proceed.call();
+    });
   }
 }

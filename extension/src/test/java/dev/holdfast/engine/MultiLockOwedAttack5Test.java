@@ -35,11 +35,7 @@ class MultiLockOwedAttack5Test extends MultiLockOwedFixture {
     DistributedLock red = a.getRedLock(c.getLock("r51-1"), b.getLock("r51-2"),
         b.getLock("r51-3"));
     DistributedLock multi = a.getMultiLock(a.getLock("a51"), red);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A 1, r1 1; r2, r3 2 (not run)
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi); // A 1, r1 1; r2, r3 2 (not run)
     c.close();
     System.out.println("completion: " + unlockOutcome(multi));
     System.out.println("last: " + unlockOutcome(multi));
@@ -58,11 +54,7 @@ class MultiLockOwedAttack5Test extends MultiLockOwedFixture {
   void redLockMember_newHandleMembersReordered_findsRecord() {
     DistributedLock multi = a.getMultiLock(a.getLock("a52"), a.getRedLock(a.getLock("r52-1"),
         b.getLock("r52-2"), b.getLock("r52-3")));
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     DistributedLock again = a.getMultiLock(a.getLock("a52"), a.getRedLock(b.getLock("r52-2"),
         a.getLock("r52-1"), b.getLock("r52-3")));
     again.lock();
@@ -90,11 +82,7 @@ class MultiLockOwedAttack5Test extends MultiLockOwedFixture {
     DistributedLock foreign = hook(b.getLock("f53"), null, null);
     DistributedLock nested = direct.getMultiLock(direct.getLock("x53"), foreign);
     DistributedLock outer = c.getMultiLock(nested, c.getLock("w53"));
-    outer.lock();
-    outer.lock();
-    proxy.blackHole(true);
-    assertFailed(outer); // w 1, x 1; f 2 (not run)
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(outer); // w 1, x 1; f 2 (not run)
     direct.close();
     unlockOutcome(outer); // the completion: the nested one's foreign member is still owed
     unlockOutcome(outer); // the outer section
@@ -113,11 +101,7 @@ class MultiLockOwedAttack5Test extends MultiLockOwedFixture {
     DistributedLock red = a.getRedLock(a.getLock("r54-1"), b.getLock("r54-2"),
         b.getLock("r54-3"));
     DistributedLock multi = a.getMultiLock(a.getLock("a54"), red);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     red.lock(); // re-entry of the same holds
     multi.lock();
     assertTrue(unlockOutcome(multi) == null);
@@ -139,11 +123,7 @@ class MultiLockOwedAttack5Test extends MultiLockOwedFixture {
     DistributedLock red = a.getRedLock(b.getLock("r55-1"), b.getLock("r55-2"),
         a.getLock("r55-3"));
     DistributedLock multi = a.getMultiLock(b.getLock("r55-1"), red);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     multi.lock();
     System.out.println("r1 after relock: " + redisState.hget("r55-1", RedisProbe.fieldOf(b)));
     System.out.println("1: " + unlockOutcome(multi));

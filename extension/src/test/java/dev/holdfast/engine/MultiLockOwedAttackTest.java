@@ -45,9 +45,7 @@ class MultiLockOwedAttackTest extends MultiLockOwedFixture {
     DistributedLock multi = a.getMultiLock(a.getLock("a1"), b.getLock("b1"));
     bAlone.lock();
     multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    failUnlockOnB(multi);
     assertEquals("2", redisState.hget("b1", RedisProbe.fieldOf(b)), "the release never ran");
     bAlone.lock(); // settles the pending release (not run), then re-enters: 3
     assertNull(unlockOutcome(multi), "the retry finishes B's release");
@@ -152,11 +150,7 @@ class MultiLockOwedAttackTest extends MultiLockOwedFixture {
     DistributedLock multi = a.getMultiLock(a.getLock("a5"), b.getLock("b5"));
     DistributedLock aAlone = a.getLock("a5");
     DistributedLock bAlone = b.getLock("b5");
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi);
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi);
     // A 2, B 3 (pending settled: not run), then the acquisition finishes the owed release: B 2
     multi.lock();
     assertEquals(2, aAlone.getHoldCount());
@@ -240,11 +234,7 @@ class MultiLockOwedAttackTest extends MultiLockOwedFixture {
   @Test
   void releaseNotRun_newHandlesSameNames_recordStillApplies() {
     DistributedLock multi = a.getMultiLock(a.getLock("a9"), b.getLock("b9"));
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A 2 -> 1; B still 2
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi); // A 2 -> 1; B still 2
     DistributedLock again = a.getMultiLock(b.getLock("b9"), a.getLock("a9")); // other order too
     assertNull(unlockOutcome(again), "the retry through new handles finishes B only");
     assertEquals(1, a.getLock("a9").getHoldCount(), "A not released twice");

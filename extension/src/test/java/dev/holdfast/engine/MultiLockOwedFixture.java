@@ -80,31 +80,69 @@ abstract class MultiLockOwedFixture {
   static DistributedLock hook(DistributedLock lock, AtomicReference<Runnable> before,
       AtomicReference<Runnable> after) {
     Set<String> acquiring = Set.of("lock", "lockInterruptibly", "tryLock");
+    return foreign(lock, "hook", (method, proceed) -> {
+      boolean acquires = acquiring.contains(method);
+      if (acquires && before != null && before.get() != null) {
+        before.get().run();
+      }
+      Object result = proceed.call();
+      if (acquires && after != null && after.get() != null
+          && (result == null || Boolean.TRUE.equals(result))) {
+        after.get().run();
+      }
+      return result;
+    });
+  }
+
+  /** A call on the wrapped lock, as a {@link #foreign} proxy's {@link Around} makes it. */
+  interface Proceed {
+    Object call() throws Throwable;
+  }
+
+  /** What a {@link #foreign} proxy does with a call of {@code method} on its lock. */
+  interface Around {
+    Object call(String method, Proceed proceed) throws Throwable;
+  }
+
+  /**
+   * {@code lock} as a lock of another implementation (a proxy, not a {@code RedisLock}), each
+   * {@link DistributedLock} call going through {@code around}; {@code label} names it.
+   */
+  static DistributedLock foreign(DistributedLock lock, String label, Around around) {
     return (DistributedLock) Proxy.newProxyInstance(DistributedLock.class.getClassLoader(),
         new Class<?>[] {DistributedLock.class}, (self, method, args) -> {
           if (method.getDeclaringClass() == Object.class) {
             return switch (method.getName()) {
               case "equals" -> self == args[0];
               case "hashCode" -> System.identityHashCode(self);
-              default -> "hook[" + lock + "]";
+              default -> label + "[" + lock + "]";
             };
           }
-          boolean acquires = acquiring.contains(method.getName());
-          if (acquires && before != null && before.get() != null) {
-            before.get().run();
-          }
-          Object result;
-          try {
-            result = method.invoke(lock, args);
-          } catch (InvocationTargetException e) {
-            throw e.getCause();
-          }
-          if (acquires && after != null && after.get() != null
-              && (result == null || Boolean.TRUE.equals(result))) {
-            after.get().run();
-          }
-          return result;
+          return around.call(method.getName(), () -> {
+            try {
+              return method.invoke(lock, args);
+            } catch (InvocationTargetException e) {
+              throw e.getCause();
+            }
+          });
         });
+  }
+
+  /** Takes {@code multi} twice, then fails its inner unlock on B ({@link #failUnlockOnB}). */
+  void takeTwiceThenFailUnlock(DistributedLock multi) {
+    multi.lock();
+    multi.lock();
+    failUnlockOnB(multi);
+  }
+
+  /** Unlocks {@code lock} with B's link a black hole: B's release gets no answer. */
+  void failUnlockOnB(DistributedLock lock) {
+    proxy.blackHole(true);
+    try {
+      assertFailed(lock);
+    } finally {
+      proxy.blackHole(false);
+    }
   }
 
   /**
@@ -118,11 +156,7 @@ abstract class MultiLockOwedFixture {
     DistributedLock hook = hook(a.getLock("z" + suffix), null, afterAcquire);
     DistributedLock multi = a.getMultiLock(a.getLock("a" + suffix), b.getLock("b" + suffix),
         hook);
-    multi.lock();
-    multi.lock();
-    proxy.blackHole(true);
-    assertFailed(multi); // A 1, hook 1; B 2 with its release pending (never ran)
-    proxy.blackHole(false);
+    takeTwiceThenFailUnlock(multi); // A 1, hook 1; B 2 with its release pending (never ran)
     afterAcquire.set(fault);
     multi.lock();
     afterAcquire.set(null);
