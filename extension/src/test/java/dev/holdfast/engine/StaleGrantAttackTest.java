@@ -165,28 +165,17 @@ class StaleGrantAttackTest {
   @Test
   void multiLockOwed_firstMembersClientClosed_retryFinishesOnlyWhatIsOwed() throws Exception {
     LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-        LockClientConfig.TIMEOUT, "200ms"));
+    LockClient b = proxiedClient();
     DistributedLock multi = a.getMultiLock(a.getLock("a-owed"), b.getLock("b-owed"));
     warmUp(b.getLock("warm"));
     multi.lock();
     proxy.blackHole(true);
-    RuntimeException first = null;
-    try {
-      multi.unlock();
-    } catch (RuntimeException e) {
-      first = e;
-    }
+    RuntimeException first = unlockOutcome(multi);
     assertTrue(first != null, "B's member got no answer: the unlock failed for it");
     assertFalse(redisState.exists("a-owed"), "A's member was released");
     a.close();
     proxy.blackHole(false);
-    RuntimeException retry = null;
-    try {
-      multi.unlock(); // finishes what the failed unlock owes
-    } catch (RuntimeException e) {
-      retry = e;
-    }
+    RuntimeException retry = unlockOutcome(multi); // finishes what the failed unlock owes
     Await.until(Duration.ofSeconds(10), () -> !redisState.exists("b-owed"),
         "B's member is released (by the retry or in the background)");
     if (retry != null) {
@@ -205,28 +194,17 @@ class StaleGrantAttackTest {
   @Test
   void multiLockOwed_memberRetakenAlone_retryDoesNotReleaseNewHold() throws Exception {
     LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-        LockClientConfig.TIMEOUT, "200ms"));
+    LockClient b = proxiedClient();
     DistributedLock bAlone = b.getLock("b-retaken");
     DistributedLock multi = a.getMultiLock(a.getLock("a-retaken"), b.getLock("b-retaken"));
     warmUp(b.getLock("warm"));
     multi.lock();
     proxy.blackHole(true);
-    RuntimeException first = null;
-    try {
-      multi.unlock();
-    } catch (RuntimeException e) {
-      first = e;
-    }
+    RuntimeException first = unlockOutcome(multi);
     assertTrue(first != null, "B's member got no answer: the unlock failed for it");
     proxy.blackHole(false);
     bAlone.lock(); // settles the release in doubt, then takes B afresh
-    RuntimeException retry = null;
-    try {
-      multi.unlock();
-    } catch (RuntimeException e) {
-      retry = e;
-    }
+    RuntimeException retry = unlockOutcome(multi);
     boolean stillHeld = bAlone.isHeldByCurrentThread();
     boolean inRedis = redisState.exists("b-retaken");
     System.out.println("retaken alone: retry=" + retry + " held=" + stillHeld + " inRedis="
@@ -245,33 +223,17 @@ class StaleGrantAttackTest {
   @Test
   void multiLockOwed_owingMembersClientClosed_retryEndsTheRecord() throws Exception {
     LockClient a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-        LockClientConfig.TIMEOUT, "200ms"));
+    LockClient b = proxiedClient();
     DistributedLock multi = a.getMultiLock(a.getLock("a-closed"), b.getLock("b-closed"));
     warmUp(b.getLock("warm"));
     multi.lock();
     proxy.blackHole(true);
-    RuntimeException first = null;
-    try {
-      multi.unlock();
-    } catch (RuntimeException e) {
-      first = e;
-    }
+    RuntimeException first = unlockOutcome(multi);
     assertTrue(first != null, "B's member got no answer: the unlock failed for it");
     b.close();
     proxy.blackHole(false);
-    RuntimeException retry = null;
-    try {
-      multi.unlock();
-    } catch (RuntimeException e) {
-      retry = e;
-    }
-    RuntimeException again = null;
-    try {
-      multi.unlock();
-    } catch (RuntimeException e) {
-      again = e;
-    }
+    RuntimeException retry = unlockOutcome(multi);
+    RuntimeException again = unlockOutcome(multi);
     System.out.println("owing client closed: retry=" + retry + " again=" + again);
     assertTrue(retry == null, "the retry threw although B's client is closed: " + retry);
     assertTrue(again != null, "once the record is finished, another unlock() is an unlock of "
@@ -282,5 +244,21 @@ class StaleGrantAttackTest {
   private static void warmUp(DistributedLock lock) {
     lock.lock();
     lock.unlock();
+  }
+
+  /** {@return what {@code lock.unlock()} threw, or null} */
+  private static RuntimeException unlockOutcome(DistributedLock lock) {
+    try {
+      lock.unlock();
+      return null;
+    } catch (RuntimeException e) {
+      return e;
+    }
+  }
+
+  /** {@return a client through the black-hole proxy, with a 200 ms command timeout} */
+  private LockClient proxiedClient() {
+    return clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+        LockClientConfig.TIMEOUT, "200ms"));
   }
 }
