@@ -41,7 +41,9 @@ import redis.clients.jedis.Jedis;
  * lockInterruptibly with and without an interrupt, re-entry, unlock, {@code unlockAfter}
  * (holdAtLeast), forceUnlock, getHoldCount, client close and re-creation) on every kind of lock
  * ({@link ModelLocks}): exclusive, fair, fenced, both sides of a read-write lock (with the
- * write-then-read downgrade) and a multi-lock over two names. A third of new acquisitions go for
+ * write-then-read downgrade) and a multi-lock over two names (whose failed unlock is retried
+ * directly, after taking a member alone, or by re-acquiring the multi-lock, which finishes it
+ * first). A third of new acquisitions go for
  * two hot exclusive names that share one unlock channel ({@code m0} and <code>{m0}</code>), so
  * that threads of one client wait for each other and the lock is handed off locally (TRANSFER),
  * and a handoff must pick a waiter of the lock released, not of its channel. Every call, hold, probe window and {@code LockLost} is recorded,

@@ -61,8 +61,8 @@ final class ModelActor implements Runnable {
   private static final long RECREATE_MIN_MILLIS = 12_000;
   /** One final release in this many keeps the lock held a while ({@code unlockAfter}). */
   private static final int KEEP_ONE_IN = 6;
-  /** How often a failed multi-lock unlock's retry comes after taking a member alone. */
-  private static final int RETAKE_ONE_IN = 2;
+  /** The tag of an acquisition of the multi-lock that finished a failed unlock of it first. */
+  static final String FINISHES_FAILED_UNLOCK = "finishes-failed-unlock";
   /** Share of new acquisitions (of 100) that go for the hot name, so that handoffs happen. */
   private static final int HOT_PERCENT = 35;
 
@@ -226,9 +226,14 @@ final class ModelActor implements Runnable {
     for (Hold hold : holds.values()) {
       if (hold.unlockFailingSince != 0) {
         pause(20 + random.nextInt(80));
-        if (hold.lock.equals(ModelLocks.MULTI) && !holds.containsKey(ModelLocks.RETAKEN_MEMBER)
-            && random.nextInt(RETAKE_ONE_IN) == 0) {
+        // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire.
+        int pick = hold.lock.equals(ModelLocks.MULTI) ? random.nextInt(4) : 3;
+        if (pick < 2 && !holds.containsKey(ModelLocks.RETAKEN_MEMBER)) {
           retakeMemberThenRetry(hold);
+        } else if (pick == 2 && hold.count() >= 2 && !hold.lost) {
+          // The next call finishes the failed unlock whichever it is (MultiLock#unlock): an
+          // acquisition that succeeds completes it first.
+          acquire(hold.lock, hold, pickMethod(true, false));
         } else {
           unlock(hold);
         }
@@ -351,6 +356,7 @@ final class ModelActor implements Runnable {
         ? 20 + random.nextInt(1_500) : -1;
     String op = describe(method, waitMillis, leaseMillis, interruptAfter);
     int before = existing == null ? 0 : existing.count();
+    boolean finishesFailedUnlock = existing != null && existing.unlockFailingSince != 0;
     long bound = switch (method) {
       case TRY -> settings.quickBoundMicros();
       case TRY_WAIT, TRY_WAIT_LEASE -> settings.waitBoundMicros(waitMillis);
@@ -440,6 +446,12 @@ final class ModelActor implements Runnable {
       fencingToken = t == null ? -1 : t;
       tag = join(tag, "token=" + fencingToken);
     }
+    if (acquired && finishesFailedUnlock) {
+      // It completed the failed unlock first: that section is closed, then one re-entered.
+      closeSection(existing, end);
+      before--;
+      tag = join(tag, FINISHES_FAILED_UNLOCK);
+    }
     if (acquired) {
       Hold hold = existing;
       if (hold == null) {
@@ -472,6 +484,15 @@ final class ModelActor implements Runnable {
     if (outcome.equals("ISE")) {
       dropHoldsOfClosedClients();
     }
+  }
+
+  /** Closes the newest section of {@code hold} (an unlock, or an acquisition finishing one). */
+  private static void closeSection(Hold hold, long end) {
+    Section closed = hold.sections.pop();
+    if (closed.watchdog() && !hold.watchdogOpen()) {
+      hold.watchdogClosedAt = end;
+    }
+    hold.unlockFailingSince = 0;
   }
 
   /** A random method; {@code owned}: whether a {@link LockHold} may be made (not a re-entry). */
@@ -543,11 +564,7 @@ final class ModelActor implements Runnable {
     long end = ModelEvent.now();
     switch (outcome) {
       case "OK", "IMSE" -> {
-        Section closed = hold.sections.pop();
-        if (closed.watchdog() && !hold.watchdogOpen()) {
-          hold.watchdogClosedAt = end;
-        }
-        hold.unlockFailingSince = 0;
+        closeSection(hold, end);
         if (outcome.equals("IMSE")) {
           hold.lost = true;
         }

@@ -838,14 +838,19 @@ final class ModelJudge {
     checkNotAfterLoss(risk);
   }
 
-  /** A LockAtRisk or LockRecovered must not follow a LockLost of its (unambiguous) hold. */
+  /**
+   * A LockAtRisk or LockRecovered must not follow a LockLost of its (unambiguous) hold: of the
+   * same name — a multi-lock's members are holds of their own, and one at risk after the loss
+   * of another is still held.
+   */
   private void checkNotAfterLoss(ModelEvent report) {
     for (Episode ep : heldAt(report).values()) {
       if (ModelLocks.isReadWrite(ep.begin().lock())) {
         continue; // the loss of one side reads as the loss of both
       }
       for (ModelEvent lost : lostByEpisode.getOrDefault(ep.id(), List.of())) {
-        if (lost.client().equals(report.client()) && lost.a() < report.a()) {
+        if (lost.client().equals(report.client()) && lost.a() < report.a()
+            && lost.lock().equals(report.lock())) {
           stageViolation(report, "a " + report.op() + " after the LockLost of its hold",
               List.of(ep.begin(), lost, report));
         }
@@ -882,6 +887,8 @@ final class ModelJudge {
     f.put("multi-lock members taken alone before an unlock retry", Long.toString(
         episodes.values().stream()
             .filter(e -> e.begin().lock().equals(ModelLocks.RETAKEN_MEMBER)).count()));
+    f.put("multi-lock re-acquisitions finishing a failed unlock", Long.toString(calls.stream()
+        .filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)).count()));
     f.put("re-entries", Long.toString(calls.stream()
         .filter(c -> isAcquisition(c) && c.a() > 0 && c.outcome().equals("OK")).count()));
     f.put("holds ended", count(episodes.values().stream().filter(e -> e.end() != null)

@@ -223,6 +223,34 @@ class ModelJudgeTest {
   }
 
   @Test
+  void stages_multiLockMemberAtRiskAfterTheLossOfAnother_isNoViolation() {
+    // Soaks cluster 2756222059523827998 and standalone -8139000721651078791 [stages]: n1 lost
+    // in a re-entry of the multi-lock, then n0, still held, at risk.
+    multiEpisode("a", T, T + 5_000_000);
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "a", "lock()",
+        "OK", T, T + 10, 0, 1, 0, "", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n1", "", "LockLost", "",
+        T + 1_000_000, T + 1_000_100, 1, 0, 0, "", "expired"));
+    events.add(new ModelEvent(Kind.AT_RISK, "p0", "A", "", 1, "n0", "", "LockAtRisk", "",
+        T + 1_500_000, T + 1_500_100, 2, 0, 0, "n0", ""));
+
+    assertEquals(List.of(), checks());
+  }
+
+  @Test
+  void stages_multiLockMemberAtRiskAfterItsOwnLoss_isAViolation() {
+    multiEpisode("a", T, T + 5_000_000);
+    events.add(new ModelEvent(Kind.CALL, "p0", "A", "A", 1, ModelLocks.MULTI, "a", "lock()",
+        "OK", T, T + 10, 0, 1, 0, "", ""));
+    events.add(new ModelEvent(Kind.LOST, "p0", "A", "", 1, "n1", "", "LockLost", "",
+        T + 1_000_000, T + 1_000_100, 1, 0, 0, "", "expired"));
+    events.add(new ModelEvent(Kind.AT_RISK, "p0", "A", "", 1, "n1", "", "LockAtRisk", "",
+        T + 1_500_000, T + 1_500_100, 2, 0, 0, "n1", ""));
+
+    assertEquals(List.of("stages"), checks());
+  }
+
+  @Test
   void stages_atRiskOfAFixedLeaseHold_isAViolation() {
     episode("a", "A", 1, T, T + 10, T + 5_000_000, "UNLOCKED");
     call("A", 1, "a", "lock(1500ms)", "OK", T, 0, 1, "", "");
