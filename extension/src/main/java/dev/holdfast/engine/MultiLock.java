@@ -2,6 +2,7 @@ package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
+import java.lang.ref.WeakReference;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashSet;
@@ -12,6 +13,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
+import java.util.stream.Stream;
 
 /**
  * All of several locks or none of them ({@code LockClient#getMultiLock}).
@@ -45,16 +47,30 @@ final class MultiLock extends CompositeLock {
    * Where the rest of a failed unlock() is kept, per multi-lock (its members, whichever handle
    * names them: applications usually get a new handle for each use) and thread: the thread's
    * next unlock() of those members finishes it. An entry lives until then, or until the thread's
-   * next acquisition of every member leaves nothing of it owed. A record that owes only direct
-   * members of this library is kept by the engine of every such member that is open ({@link
-   * LockEngine#multiLockOwed()}): closing one member's client (which drops that engine's records
-   * and ends its holds) leaves it with the others. A record that owes a RedLock, a nested
-   * multi-lock or another library's lock is kept in {@link #UNOWNED}: that release outlives the
-   * clients of the direct members.
+   * next acquisition of every member leaves nothing of it owed. A record that owes only locks of
+   * this library (plain members, RedLocks, nested multi-locks of such locks) is kept by every
+   * open engine of them, nested ones' included ({@link LockEngine#multiLockOwed()}): closing one
+   * client (which drops that engine's records and ends its holds) leaves it with the others, and
+   * closing them all ends what it owes. A record that owes a lock of another implementation,
+   * directly or in a nested multi-lock, is kept in {@link #UNOWNED}: that release outlives this
+   * library's clients.
    */
   private final List<LockEngine> owedEngines;
-  /** Where records owing a member outside the direct members' engines are kept. */
-  private static final Map<OwedKey, Owed> UNOWNED = new ConcurrentHashMap<>();
+  /** Whether a member, or a member of a nested multi-lock, is of another implementation. */
+  private final boolean foreignInside;
+  /**
+   * Where records owing another implementation's lock are kept, with their thread: a record
+   * whose thread has ended can never be finished, and is dropped.
+   */
+  private static final Map<OwedKey, Kept> UNOWNED = new ConcurrentHashMap<>();
+
+  /** A record in {@link #UNOWNED} and the thread it belongs to. */
+  private record Kept(Owed owed, WeakReference<Thread> thread) {
+    boolean threadEnded() {
+      Thread t = thread.get();
+      return t == null || !t.isAlive();
+    }
+  }
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
 
@@ -78,17 +94,57 @@ final class MultiLock extends CompositeLock {
    * the thread's next acquisition of the member, or finished by the member's own unlock()), a
    * newer hold of the member is the thread's own; and a pending release that a re-entry of the
    * member found had run has closed the multi-lock's section already.
+   *
+   * <p>A RedLock member's due is made of its members' ({@code parts}), each {@code failed} if
+   * the failed call left its release undone (not run, pending or in doubt): one whose release
+   * went through owes nothing, though its outer sections stay open. A member of the multi-lock
+   * itself is always {@code failed}.
    */
-  record Due(DistributedLock member, Hold hold, String pendingRequest, List<Due> parts) {
-    /** A RedLock's {@code parts} are its members' dues (its members are all of this library). */
-    static Due of(DistributedLock member, long threadId) {
-      if (member instanceof RedLock red) {
-        return new Due(member, null, null,
-            red.members().stream().map(m -> of(m, threadId)).toList());
+  record Due(DistributedLock member, Hold hold, String pendingRequest, boolean failed,
+      List<Due> parts) {
+
+    /**
+     * {@return the thread's counts of a RedLock's members before its unlock() (0 where not
+     * held), to tell afterwards whose release went through; null for another lock}
+     */
+    static int[] countsBefore(DistributedLock member, long threadId) {
+      if (!(member instanceof RedLock red)) {
+        return null;
       }
+      return red.members().stream().mapToInt(m -> {
+        Hold h = ((RedisLock) m).holdOf(threadId);
+        return h == null ? 0 : h.count();
+      }).toArray();
+    }
+
+    /**
+     * {@return what a failed unlock() of {@code member} left owed, {@code countsBefore} being
+     * {@link #countsBefore} taken just before it}
+     */
+    static Due left(DistributedLock member, long threadId, int[] countsBefore) {
+      if (!(member instanceof RedLock red)) {
+        return single(member, threadId, true);
+      }
+      List<Due> parts = new ArrayList<>();
+      for (int i = 0; i < red.members().size(); i++) {
+        RedisLock part = (RedisLock) red.members().get(i);
+        Hold now = part.holdOf(threadId);
+        // Went through: the count dropped (or the hold ended). Else not run, pending or in doubt.
+        parts.add(single(part, threadId,
+            now != null && (now.endedInDoubt() || now.count() == countsBefore[i])));
+      }
+      return new Due(member, null, null, true, List.copyOf(parts));
+    }
+
+    /** {@return the thread's hold of {@code member} now, for a member that was released} */
+    static Due released(DistributedLock member, long threadId) {
+      return single(member, threadId, false);
+    }
+
+    private static Due single(DistributedLock member, long threadId, boolean failed) {
       Hold hold = member instanceof RedisLock r ? r.holdOf(threadId) : null;
       Hold.Pending pending = hold == null ? null : hold.pendingRelease();
-      return new Due(member, hold, pending == null ? null : pending.requestId(), null);
+      return new Due(member, hold, pending == null ? null : pending.requestId(), failed, null);
     }
 
     /**
@@ -96,14 +152,14 @@ final class MultiLock extends CompositeLock {
      * sections or a final release in doubt of the same hold, on an open client (closing a client
      * ends its holds: they expire with their lease), unless a re-entry settled the release as
      * run. A RedLock: while the thread's holds of its members are still those the failed call
-     * left (taken alone meanwhile, it is the thread's own) and one of them owes by this rule; a
-     * nested multi-lock: while it keeps its own record of that failed unlock; true for any other
-     * lock}
+     * left (taken alone meanwhile, it is the thread's own) and one whose release failed owes by
+     * this rule; a nested multi-lock: while it keeps its own record of that failed unlock; true
+     * for any other lock}
      */
     boolean owed(long threadId) {
       if (parts != null) {
         return parts.stream().allMatch(p -> p.sameHold(threadId))
-            && parts.stream().anyMatch(p -> p.owed(threadId));
+            && parts.stream().anyMatch(p -> p.failed && p.owed(threadId));
       }
       if (member instanceof MultiLock nested) {
         return nested.owes(threadId);
@@ -119,18 +175,78 @@ final class MultiLock extends CompositeLock {
           && (pendingRequest == null || !now.releaseSettledByReentry(pendingRequest));
     }
 
-    /**
-     * For a member the failed call released: {@return the loss of the same hold since (its
-     * open sections are the multi-lock's outer ones), or null}
-     */
     private boolean sameHold(long threadId) {
       return ((RedisLock) member).holdOf(threadId) == hold;
     }
 
+    /**
+     * Does the release still owed (for a due {@link #owed} says is): a RedLock's members whose
+     * release failed and is still owed get their unlock() again, each alone (a member whose
+     * release went through is not released twice, and the RedLock is released on all of its
+     * members); any other member its unlock() (re-sent or settled: a release that ran is not
+     * run twice).
+     *
+     * @return null if it is done; else what failed and what is left owed (null if only "not
+     *     held": nothing is owed any more)
+     */
+    Retry retry(long threadId) {
+      if (parts == null) {
+        try {
+          member.unlock();
+          return null;
+        } catch (IllegalMonitorStateException e) {
+          return new Retry(e, null);
+        } catch (RuntimeException e) {
+          return new Retry(e, single(member, threadId, true));
+        }
+      }
+      List<Due> now = new ArrayList<>(parts);
+      List<RuntimeException> failures = new ArrayList<>();
+      List<String> failedNames = new ArrayList<>();
+      boolean stillOwed = false;
+      for (int i = 0; i < parts.size(); i++) {
+        Due p = parts.get(i);
+        if (!p.failed || !p.owed(threadId)) {
+          continue; // went through, or done meanwhile: its hold is as the failed call left it
+        }
+        try {
+          p.member.unlock();
+          now.set(i, single(p.member, threadId, false));
+        } catch (RuntimeException e) {
+          boolean notHeld = e instanceof IllegalMonitorStateException;
+          now.set(i, single(p.member, threadId, !notHeld));
+          stillOwed |= !notHeld;
+          failures.add(e);
+          failedNames.add(p.member.getName());
+        }
+      }
+      if (failures.isEmpty()) {
+        return null;
+      }
+      String message = "the release of RedLock " + member.getName() + " on " + failedNames
+          + " failed again: " + failures.get(0).getMessage();
+      RuntimeException failure = stillOwed
+          ? new LockException(message, failures.stream()
+              .filter(e -> !(e instanceof IllegalMonitorStateException)).findFirst()
+              .orElseThrow())
+          : new IllegalMonitorStateException(message);
+      failures.stream().filter(e -> e != failure.getCause()).forEach(failure::addSuppressed);
+      return new Retry(failure, stillOwed ? new Due(member, null, null, true, List.copyOf(now))
+          : null);
+    }
+
+    /**
+     * For a member the failed call released: {@return the loss of the same hold since (its
+     * open sections are the multi-lock's outer ones), or null}
+     */
     IllegalMonitorStateException lostSince(long threadId) {
       return member instanceof RedisLock r && hold != null && r.holdOf(threadId) == hold
           && !r.engine().closed() ? r.lostSinceReleased() : null;
     }
+  }
+
+  /** A {@link Due#retry} that failed: the exception, and the due left owed (or null). */
+  record Retry(RuntimeException failure, Due left) {
   }
 
   MultiLock(DistributedLock... locks) {
@@ -139,8 +255,28 @@ final class MultiLock extends CompositeLock {
     sorted.sort(Comparator.comparing(DistributedLock::getName)); // stable: ties keep their order
     this.order = List.copyOf(sorted);
     this.identities = order.stream().map(LockGroup::identity).toList();
-    this.owedEngines = order.stream().filter(RedisLock.class::isInstance)
-        .map(m -> ((RedisLock) m).engine()).distinct().toList();
+    this.owedEngines = order.stream().flatMap(MultiLock::engines).distinct().toList();
+    this.foreignInside = order.stream().anyMatch(MultiLock::foreign);
+  }
+
+  /** {@return the engines of this library's locks in {@code lock}, a composite's members'} */
+  private static Stream<LockEngine> engines(DistributedLock lock) {
+    if (lock instanceof RedisLock r) {
+      return Stream.of(r.engine());
+    }
+    if (lock instanceof RedLock red) {
+      return red.members().stream().flatMap(MultiLock::engines);
+    }
+    if (lock instanceof MultiLock nested) {
+      return nested.owedEngines.stream();
+    }
+    return Stream.empty();
+  }
+
+  /** {@return whether {@code lock} is, or (a nested multi-lock) has, another implementation's} */
+  private static boolean foreign(DistributedLock lock) {
+    return lock instanceof MultiLock nested ? nested.foreignInside
+        : !(lock instanceof RedisLock || lock instanceof RedLock);
   }
 
   /** {@return {@code multi[a, b, …]}, the members' names in the order given} */
@@ -267,10 +403,9 @@ final class MultiLock extends CompositeLock {
    * before, and those whose hold was lost since (a member released by the failed call may have
    * lost its hold in it: its release found the outer sections' fixed lease over and ended the
    * hold). Once a member's loss is known, the multi-lock is lost: that retry is an unlock of a
-   * lost hold, like every later one of its open sections. Limits: a RedLock member's retry is
-   * its own unlock(), which keeps no record of a failure, so it calls each of its members again
-   * (one it had released loses an outer section; the RedLock keeps its majority); and a member
-   * of another implementation cannot be told from a hold the thread took of it alone meanwhile.
+   * lost hold, like every later one of its open sections. A RedLock member is retried on those
+   * of its members whose release failed, each alone. Limit: a member of another implementation
+   * cannot be told from a hold the thread took of it alone meanwhile.
    *
    * @throws IllegalMonitorStateException if some members were not held by this thread (never
    *     held, or lost) and the others released fine; the members' exceptions are suppressed
@@ -285,28 +420,44 @@ final class MultiLock extends CompositeLock {
     Owed rest = takeOwed(new OwedKey(identities, threadId));
     // A member whose owed hold is done meanwhile (settled, released, its client closed) has
     // nothing left to release: a newer hold of it is not the multi-lock's.
-    List<DistributedLock> targets = rest == null ? order
-        : rest.due().stream().filter(d -> d.owed(threadId)).map(Due::member).toList();
+    List<Due> retries = rest == null ? null
+        : rest.due().stream().filter(d -> d.owed(threadId)).toList();
+    int targets = rest == null ? order.size() : retries.size();
     List<RuntimeException> failures = new ArrayList<>(rest == null ? List.of() : rest.notHeld());
     List<DistributedLock> failed =
         new ArrayList<>(rest == null ? List.of() : rest.notHeldMembers());
     if (rest != null) {
       lostSinceReleased(rest, threadId, failures, failed);
     }
-    List<DistributedLock> unsettled = new ArrayList<>();
+    List<Due> unsettled = new ArrayList<>();
     List<Due> released = new ArrayList<>(rest == null ? List.of() : rest.released());
-    for (int i = targets.size() - 1; i >= 0; i--) {
-      DistributedLock m = targets.get(i);
-      try {
-        m.unlock();
-        released.add(Due.of(m, threadId));
-      } catch (RuntimeException e) {
-        failures.add(e);
-        failed.add(m);
-        if (!(e instanceof IllegalMonitorStateException)) {
+    for (int i = targets - 1; i >= 0; i--) {
+      DistributedLock m;
+      Retry outcome;
+      if (rest == null) {
+        m = order.get(i);
+        int[] countsBefore = Due.countsBefore(m, threadId);
+        try {
+          m.unlock();
+          outcome = null;
+        } catch (IllegalMonitorStateException e) {
+          outcome = new Retry(e, null);
+        } catch (RuntimeException e) {
           // Not run (still held), or in doubt (ended, settled by its retry): either way the
           // member's own unlock() is what finishes it, as for a single lock.
-          unsettled.add(0, m);
+          outcome = new Retry(e, Due.left(m, threadId, countsBefore));
+        }
+      } else {
+        m = retries.get(i).member();
+        outcome = retries.get(i).retry(threadId);
+      }
+      if (outcome == null) {
+        released.add(Due.released(m, threadId));
+      } else {
+        failures.add(outcome.failure());
+        failed.add(m);
+        if (outcome.left() != null) {
+          unsettled.add(0, outcome.left());
         }
       }
     }
@@ -319,8 +470,7 @@ final class MultiLock extends CompositeLock {
           notHeldMembers.add(failed.get(i));
         }
       }
-      List<Due> due = unsettled.stream().map(m -> Due.of(m, threadId)).toList();
-      Owed left = new Owed(due, List.copyOf(released), List.copyOf(notHeld),
+      Owed left = new Owed(List.copyOf(unsettled), List.copyOf(released), List.copyOf(notHeld),
           List.copyOf(notHeldMembers));
       keepOwed(new OwedKey(identities, threadId), left);
     }
@@ -396,17 +546,14 @@ final class MultiLock extends CompositeLock {
         if (d.member() instanceof RedisLock) {
           continue; // finished after the acquisition (finishOwed)
         }
-        if (d.owed(threadId)) {
-          try {
-            d.member().unlock();
-          } catch (IllegalMonitorStateException e) {
-            // Not held (lost): nothing is owed any more; the acquisition will say what it finds.
-          } catch (RuntimeException e) {
-            left.set(left.indexOf(d), Due.of(d.member(), threadId)); // as this call left it
-            throw new LockException("Multi-lock " + getName() + " acquired nothing: the release "
-                + "of member '" + d.member().getName() + "' that an earlier unlock() left owed "
-                + "failed again (it is tried again by the next call): " + e.getMessage(), e);
-          }
+        // Not held (lost) is done too: the acquisition will say what it finds.
+        Retry failedAgain = d.owed(threadId) ? d.retry(threadId) : null;
+        if (failedAgain != null && failedAgain.left() != null) {
+          left.set(left.indexOf(d), failedAgain.left()); // as this call left it
+          RuntimeException e = failedAgain.failure();
+          throw new LockException("Multi-lock " + getName() + " acquired nothing: the release "
+              + "of member '" + d.member().getName() + "' that an earlier unlock() left owed "
+              + "failed again (it is tried again by the next call): " + e.getMessage(), e);
         }
         left.remove(d);
       }
@@ -443,26 +590,24 @@ final class MultiLock extends CompositeLock {
     }
   }
 
-  /** {@return every store a record of this multi-lock may be in: open engines', UNOWNED} */
-  private List<Map<OwedKey, Owed>> owedStores() {
-    List<Map<OwedKey, Owed>> stores = new ArrayList<>(owedEngines.size() + 1);
-    owedEngines.stream().filter(e -> !e.closed()).forEach(e -> stores.add(e.multiLockOwed()));
-    stores.add(UNOWNED);
-    return stores;
+  /** {@return the open engines' stores a record of this multi-lock may be in} */
+  private List<Map<OwedKey, Owed>> engineStores() {
+    return owedEngines.stream().filter(e -> !e.closed())
+        .<Map<OwedKey, Owed>>map(LockEngine::multiLockOwed).toList();
   }
 
   /**
-   * Keeps {@code owed} as the thread's record: in {@link #UNOWNED} if it owes a member other
-   * than this library's plain locks (its release outlives the direct members' clients), else
-   * in every open member engine's store (none open: nothing is owed any more, as closing a
-   * client ends its holds).
+   * Keeps {@code owed} as the thread's record (the calling thread's: only it writes its record):
+   * in {@link #UNOWNED} if it owes another implementation's lock, dropping the records of ended
+   * threads there; else in every open engine's store (none open: nothing is owed any more, as
+   * closing a client ends its holds).
    */
   private void keepOwed(OwedKey key, Owed owed) {
-    if (owed.due().stream().allMatch(d -> d.member() instanceof RedisLock)) {
-      owedEngines.stream().filter(e -> !e.closed())
-          .forEach(e -> e.multiLockOwed().put(key, owed));
+    if (owed.due().stream().anyMatch(d -> foreign(d.member()))) {
+      UNOWNED.values().removeIf(Kept::threadEnded);
+      UNOWNED.put(key, new Kept(owed, new WeakReference<>(Thread.currentThread())));
     } else {
-      UNOWNED.put(key, owed);
+      engineStores().forEach(store -> store.put(key, owed));
     }
   }
 
@@ -471,8 +616,9 @@ final class MultiLock extends CompositeLock {
    * it, or null: a store whose client was closed has dropped it, the others still have it.
    */
   private Owed takeOwed(OwedKey key) {
-    Owed found = null;
-    for (Map<OwedKey, Owed> store : owedStores()) {
+    Kept kept = UNOWNED.remove(key);
+    Owed found = kept == null ? null : kept.owed();
+    for (Map<OwedKey, Owed> store : engineStores()) {
       Owed o = store.remove(key);
       if (found == null) {
         found = o;
@@ -600,6 +746,7 @@ final class MultiLock extends CompositeLock {
   /** {@return whether a failed unlock() of the thread's is still recorded (not finished)} */
   boolean owes(long threadId) {
     OwedKey key = new OwedKey(identities, threadId);
-    return owedStores().stream().anyMatch(store -> store.containsKey(key));
+    return UNOWNED.containsKey(key)
+        || engineStores().stream().anyMatch(store -> store.containsKey(key));
   }
 }

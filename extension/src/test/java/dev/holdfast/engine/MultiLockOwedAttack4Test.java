@@ -187,14 +187,11 @@ class MultiLockOwedAttack4Test extends MultiLockOwedFixture {
   }
 
   /**
-   * The same failed retry, looked at from r1 (direct, released by the failed unlock): the retry
-   * calls RedLock#unlock(), which calls every member again, so r1 is released a second time
-   * and the multi-lock's outer section of it is gone (a minority: the RedLock still holds a
-   * majority). retryOwedElsewhere's Javadoc says a release that ran is not run twice.
+   * The same failed retry, looked at from r1 (direct, released by the failed unlock). Was a
+   * documented limit: the retry called RedLock#unlock(), which calls every member again, so r1
+   * was released a second time and the multi-lock's outer section of it was gone. The retry
+   * now calls only the RedLock members whose release failed.
    */
-  @Disabled("KNOWN LIMIT (documented in MultiLock.unlock): RedLock#unlock() keeps no record, so "
-      + "a retry calls every member again; a member it released already loses an outer "
-      + "section (a minority: the RedLock keeps its majority)")
   @Test
   void redLockMember_retry_releasedMemberNotReleasedTwice() {
     DistributedLock red = a.getRedLock(a.getLock("r49-1"), b.getLock("r49-2"),
