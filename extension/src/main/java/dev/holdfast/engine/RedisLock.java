@@ -1567,6 +1567,12 @@ final class RedisLock implements FencedLock {
   @Override
   public int getHoldCount() {
     long threadId = Thread.currentThread().getId();
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    if (hold != null && hold.giveBackOwed()) {
+      // A composite's failed give-back is finished first, as by any call of the thread's: until
+      // then Redis may count a section the application never took.
+      finishGiveBack(hold, threadId);
+    }
     if (!believed(threadId)) {
       return 0;
     }

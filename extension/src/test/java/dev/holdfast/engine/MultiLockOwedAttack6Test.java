@@ -140,6 +140,35 @@ class MultiLockOwedAttack6Test extends MultiLockOwedFixture {
   }
 
   /**
+   * A re-acquisition's give-back of B fails (not run: Redis counts 3) and stays owed on B's
+   * hold. The thread has taken the multi-lock three times and unlocked once: B's
+   * getHoldCount() is 2. It counted 3 until the thread's next call finished the give-back; now
+   * getHoldCount() is that call.
+   */
+  @Test
+  void giveBackOwed_notRun_holdCountIsTheApplications() {
+    DistributedLock multi = relockWithFailingFinish("67", () -> proxy.blackHole(true));
+    assertEquals("3", redisState.hget("b67", RedisProbe.fieldOf(b)), "the give-back never ran");
+    assertEquals(2, b.getLock("b67").getHoldCount());
+    assertEquals(2, multi.getHoldCount());
+    assertNull(unlockOutcome(multi));
+    assertNull(unlockOutcome(multi));
+    assertFalse(redisState.exists("b67"));
+    assertFalse(redisState.exists("a67"));
+  }
+
+  /** The same with the give-back run and only its reply lost: 2 as well, and not 1. */
+  @Test
+  void giveBackOwed_ranUnanswered_holdCountIsTheApplications() {
+    DistributedLock multi = relockWithFailingFinish("68", proxy::runNextScriptThenBlackHole);
+    assertEquals(2, b.getLock("b68").getHoldCount());
+    assertEquals(2, multi.getHoldCount());
+    assertNull(unlockOutcome(multi));
+    assertNull(unlockOutcome(multi));
+    assertFalse(redisState.exists("b68"));
+  }
+
+  /**
    * A record owing another implementation's lock is kept in the static store (no client of
    * this library can drop it). Its thread ends right after the failed unlock; the next record
    * kept there, by another thread, drops it: nothing could ever finish it.
