@@ -70,7 +70,7 @@ public final class LockEngine implements AutoCloseable {
   private final UnlockSubscriptions subscriptions;
   private final ConcurrentMap<Hold.Id, Hold> holds = new ConcurrentHashMap<>();
   /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
-  private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed =
+  private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed =
       new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockAtRisk>> atRiskListeners =
       new CopyOnWriteArrayList<>();
@@ -357,7 +357,7 @@ public final class LockEngine implements AutoCloseable {
    * client, per multi-lock and thread ({@link MultiLock#unlock()}); cleared on close, when
    * nothing of this client is held any more.
    */
-  ConcurrentMap<MultiLock.OwedKey, MultiLock.Owed> multiLockOwed() {
+  ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed() {
     return multiLockOwed;
   }
 

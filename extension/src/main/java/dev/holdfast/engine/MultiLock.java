@@ -58,14 +58,14 @@ final class MultiLock extends CompositeLock {
   private final List<LockEngine> owedEngines;
   /** Whether a member, or a member of a nested multi-lock, is of another implementation. */
   private final boolean foreignInside;
-  /**
-   * Where records owing another implementation's lock are kept, with their thread: a record
-   * whose thread has ended can never be finished, and is dropped.
-   */
+  /** Where records owing another implementation's lock are kept. */
   private static final Map<OwedKey, Kept> UNOWNED = new ConcurrentHashMap<>();
 
-  /** A record in {@link #UNOWNED} and the thread it belongs to. */
-  private record Kept(Owed owed, WeakReference<Thread> thread) {
+  /**
+   * A record as a store keeps it, with its thread: a record whose thread has ended can never be
+   * finished, and is dropped by the next one kept in that store.
+   */
+  record Kept(Owed owed, WeakReference<Thread> thread) {
     boolean threadEnded() {
       Thread t = thread.get();
       return t == null || !t.isAlive();
@@ -95,71 +95,97 @@ final class MultiLock extends CompositeLock {
    * newer hold of the member is the thread's own; and a pending release that a re-entry of the
    * member found had run has closed the multi-lock's section already.
    *
-   * <p>A RedLock member's due is made of its members' ({@code parts}), each {@code failed} if
-   * the failed call left its release undone (not run, pending or in doubt): one whose release
-   * went through owes nothing, though its outer sections stay open. A member of the multi-lock
-   * itself is always {@code failed}.
+   * <p>A RedLock member's due is made of its members' ({@code parts}), each with what the failed
+   * call did to it ({@code outcome}): only a {@link Outcome#FAILED} one owes its release (one
+   * whose release went through owes nothing, though its outer sections stay open). A member of
+   * the multi-lock itself is always {@code FAILED}.
    */
-  record Due(DistributedLock member, Hold hold, String pendingRequest, boolean failed,
+  record Due(DistributedLock member, Hold hold, String pendingRequest, Outcome outcome,
       List<Due> parts) {
 
-    /**
-     * {@return the thread's counts of a RedLock's members before its unlock() (0 where not
-     * held), to tell afterwards whose release went through; null for another lock}
-     */
-    static int[] countsBefore(DistributedLock member, long threadId) {
-      if (!(member instanceof RedLock red)) {
-        return null;
-      }
-      return red.members().stream().mapToInt(m -> {
-        Hold h = ((RedisLock) m).holdOf(threadId);
-        return h == null ? 0 : h.count();
-      }).toArray();
+    /** What an unlock() did to a RedLock's member. */
+    enum Outcome {
+      /** Its release went through. */
+      RELEASED,
+      /** Not run, pending or in doubt: owed. */
+      FAILED,
+      /** Not held, or lost. */
+      NOT_HELD
     }
 
     /**
-     * {@return what a failed unlock() of {@code member} left owed, {@code countsBefore} being
-     * {@link #countsBefore} taken just before it}
+     * The thread's holds of a RedLock's members just before its unlock(), and the count each
+     * release starts from (a give-back owed on the hold is finished first).
      */
-    static Due left(DistributedLock member, long threadId, int[] countsBefore) {
+    record Before(List<Hold> holds, int[] counts) {
+    }
+
+    /** {@return the thread's holds of a RedLock's members now; null for another lock} */
+    static Before before(DistributedLock member, long threadId) {
       if (!(member instanceof RedLock red)) {
-        return single(member, threadId, true);
+        return null;
+      }
+      List<Hold> holds = new ArrayList<>();
+      int[] counts = new int[red.members().size()];
+      for (int i = 0; i < counts.length; i++) {
+        RedisLock part = (RedisLock) red.members().get(i);
+        holds.add(part.holdOf(threadId));
+        counts[i] = part.releaseStartsFrom(threadId);
+      }
+      return new Before(holds, counts);
+    }
+
+    /**
+     * {@return what an unlock() of {@code member} that threw left owed ({@code before}: {@link
+     * #before} taken just before it), or null if nothing: a RedLock none of whose members'
+     * releases failed}
+     */
+    static Due left(DistributedLock member, long threadId, Before before) {
+      if (!(member instanceof RedLock red)) {
+        return single(member, threadId, Outcome.FAILED);
       }
       List<Due> parts = new ArrayList<>();
       for (int i = 0; i < red.members().size(); i++) {
         RedisLock part = (RedisLock) red.members().get(i);
+        Hold was = before.holds().get(i);
         Hold now = part.holdOf(threadId);
-        // Went through: the count dropped (or the hold ended). Else not run, pending or in doubt.
-        parts.add(single(part, threadId,
-            now != null && (now.endedInDoubt() || now.count() == countsBefore[i])));
+        Outcome outcome;
+        if (was == null || before.counts()[i] == 0 || !was.active()) {
+          outcome = Outcome.NOT_HELD;
+        } else if (now == was && (now.endedInDoubt() || now.count() >= before.counts()[i])) {
+          outcome = Outcome.FAILED; // its count did not drop: not run, pending or in doubt
+        } else {
+          outcome = Outcome.RELEASED;
+        }
+        parts.add(single(part, threadId, outcome));
       }
-      return new Due(member, null, null, true, List.copyOf(parts));
+      return parts.stream().anyMatch(p -> p.outcome == Outcome.FAILED)
+          ? new Due(member, null, null, Outcome.FAILED, List.copyOf(parts)) : null;
     }
 
     /** {@return the thread's hold of {@code member} now, for a member that was released} */
     static Due released(DistributedLock member, long threadId) {
-      return single(member, threadId, false);
+      return single(member, threadId, Outcome.RELEASED);
     }
 
-    private static Due single(DistributedLock member, long threadId, boolean failed) {
+    private static Due single(DistributedLock member, long threadId, Outcome outcome) {
       Hold hold = member instanceof RedisLock r ? r.holdOf(threadId) : null;
       Hold.Pending pending = hold == null ? null : hold.pendingRelease();
-      return new Due(member, hold, pending == null ? null : pending.requestId(), failed, null);
+      return new Due(member, hold, pending == null ? null : pending.requestId(), outcome, null);
     }
 
     /**
      * {@return whether the member's unlock() still has this release to do for the thread: open
      * sections or a final release in doubt of the same hold, on an open client (closing a client
      * ends its holds: they expire with their lease), unless a re-entry settled the release as
-     * run. A RedLock: while the thread's holds of its members are still those the failed call
-     * left (taken alone meanwhile, it is the thread's own) and one whose release failed owes by
-     * this rule; a nested multi-lock: while it keeps its own record of that failed unlock; true
-     * for any other lock}
+     * run. A RedLock: while one of its members whose release failed owes by this rule (each
+     * member alone: one taken alone meanwhile is the thread's own, the others still owe); a
+     * nested multi-lock: while it keeps its own record of that failed unlock; true for any
+     * other lock}
      */
     boolean owed(long threadId) {
       if (parts != null) {
-        return parts.stream().allMatch(p -> p.sameHold(threadId))
-            && parts.stream().anyMatch(p -> p.failed && p.owed(threadId));
+        return parts.stream().anyMatch(p -> p.owedPart(threadId));
       }
       if (member instanceof MultiLock nested) {
         return nested.owes(threadId);
@@ -175,16 +201,16 @@ final class MultiLock extends CompositeLock {
           && (pendingRequest == null || !now.releaseSettledByReentry(pendingRequest));
     }
 
-    private boolean sameHold(long threadId) {
-      return ((RedisLock) member).holdOf(threadId) == hold;
+    private boolean owedPart(long threadId) {
+      return outcome == Outcome.FAILED && owed(threadId);
     }
 
     /**
      * Does the release still owed (for a due {@link #owed} says is): a RedLock's members whose
      * release failed and is still owed get their unlock() again, each alone (a member whose
-     * release went through is not released twice, and the RedLock is released on all of its
-     * members); any other member its unlock() (re-sent or settled: a release that ran is not
-     * run twice).
+     * release went through is not released twice), and the RedLock is released if a majority
+     * of its members is — as RedLock#unlock() judges it, a minority not held is no loss; any
+     * other member its unlock() (re-sent or settled: a release that ran is not run twice).
      *
      * @return null if it is done; else what failed and what is left owed (null if only "not
      *     held": nothing is owed any more)
@@ -197,42 +223,54 @@ final class MultiLock extends CompositeLock {
         } catch (IllegalMonitorStateException e) {
           return new Retry(e, null);
         } catch (RuntimeException e) {
-          return new Retry(e, single(member, threadId, true));
+          return new Retry(e, single(member, threadId, Outcome.FAILED));
         }
       }
       List<Due> now = new ArrayList<>(parts);
       List<RuntimeException> failures = new ArrayList<>();
       List<String> failedNames = new ArrayList<>();
       boolean stillOwed = false;
+      int released = 0;
       for (int i = 0; i < parts.size(); i++) {
         Due p = parts.get(i);
-        if (!p.failed || !p.owed(threadId)) {
-          continue; // went through, or done meanwhile: its hold is as the failed call left it
+        if (p.outcome != Outcome.FAILED || !p.owed(threadId)) {
+          // Went through, or done meanwhile (settled, its client closed) unless lost since.
+          boolean lost = p.hold != null && !p.hold.active();
+          if (p.outcome == Outcome.RELEASED || (p.outcome == Outcome.FAILED && !lost)) {
+            released++;
+          }
+          continue;
         }
         try {
           p.member.unlock();
-          now.set(i, single(p.member, threadId, false));
+          now.set(i, single(p.member, threadId, Outcome.RELEASED));
+          released++;
+        } catch (IllegalMonitorStateException e) {
+          now.set(i, single(p.member, threadId, Outcome.NOT_HELD));
+          failures.add(e);
+          failedNames.add(p.member.getName());
         } catch (RuntimeException e) {
-          boolean notHeld = e instanceof IllegalMonitorStateException;
-          now.set(i, single(p.member, threadId, !notHeld));
-          stillOwed |= !notHeld;
+          now.set(i, single(p.member, threadId, Outcome.FAILED));
+          stillOwed = true;
           failures.add(e);
           failedNames.add(p.member.getName());
         }
       }
-      if (failures.isEmpty()) {
-        return null;
+      if (!stillOwed && released >= ((RedLock) member).quorum()) {
+        return null; // a minority not held does not end a RedLock's hold
       }
-      String message = "the release of RedLock " + member.getName() + " on " + failedNames
-          + " failed again: " + failures.get(0).getMessage();
+      String message = "the release of RedLock " + member.getName() + " failed again on "
+          + failedNames + " (" + released + " of " + parts.size() + " members released, "
+          + ((RedLock) member).quorum() + " needed)"
+          + (failures.isEmpty() ? "" : ": " + failures.get(0).getMessage());
       RuntimeException failure = stillOwed
           ? new LockException(message, failures.stream()
               .filter(e -> !(e instanceof IllegalMonitorStateException)).findFirst()
               .orElseThrow())
           : new IllegalMonitorStateException(message);
       failures.stream().filter(e -> e != failure.getCause()).forEach(failure::addSuppressed);
-      return new Retry(failure, stillOwed ? new Due(member, null, null, true, List.copyOf(now))
-          : null);
+      return new Retry(failure, stillOwed
+          ? new Due(member, null, null, Outcome.FAILED, List.copyOf(now)) : null);
     }
 
     /**
@@ -436,16 +474,18 @@ final class MultiLock extends CompositeLock {
       Retry outcome;
       if (rest == null) {
         m = order.get(i);
-        int[] countsBefore = Due.countsBefore(m, threadId);
+        Due.Before before = Due.before(m, threadId);
         try {
           m.unlock();
           outcome = null;
         } catch (IllegalMonitorStateException e) {
+          // Not held (a RedLock lost on a majority keeps its other members' failed releases
+          // owed on their holds itself)
           outcome = new Retry(e, null);
         } catch (RuntimeException e) {
           // Not run (still held), or in doubt (ended, settled by its retry): either way the
           // member's own unlock() is what finishes it, as for a single lock.
-          outcome = new Retry(e, Due.left(m, threadId, countsBefore));
+          outcome = new Retry(e, Due.left(m, threadId, before));
         }
       } else {
         m = retries.get(i).member();
@@ -591,23 +631,24 @@ final class MultiLock extends CompositeLock {
   }
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
-  private List<Map<OwedKey, Owed>> engineStores() {
+  private List<Map<OwedKey, Kept>> engineStores() {
     return owedEngines.stream().filter(e -> !e.closed())
-        .<Map<OwedKey, Owed>>map(LockEngine::multiLockOwed).toList();
+        .<Map<OwedKey, Kept>>map(LockEngine::multiLockOwed).toList();
   }
 
   /**
-   * Keeps {@code owed} as the thread's record (the calling thread's: only it writes its record):
-   * in {@link #UNOWNED} if it owes another implementation's lock, dropping the records of ended
-   * threads there; else in every open engine's store (none open: nothing is owed any more, as
-   * closing a client ends its holds).
+   * Keeps {@code owed} as the thread's record (the calling thread's: only it writes its record),
+   * dropping the records of ended threads from the stores it goes to: in {@link #UNOWNED} if it
+   * owes another implementation's lock, else in every open engine's store (none open: nothing
+   * is owed any more, as closing a client ends its holds).
    */
   private void keepOwed(OwedKey key, Owed owed) {
-    if (owed.due().stream().anyMatch(d -> foreign(d.member()))) {
-      UNOWNED.values().removeIf(Kept::threadEnded);
-      UNOWNED.put(key, new Kept(owed, new WeakReference<>(Thread.currentThread())));
-    } else {
-      engineStores().forEach(store -> store.put(key, owed));
+    Kept kept = new Kept(owed, new WeakReference<>(Thread.currentThread()));
+    List<Map<OwedKey, Kept>> stores = owed.due().stream().anyMatch(d -> foreign(d.member()))
+        ? List.of(UNOWNED) : engineStores();
+    for (Map<OwedKey, Kept> store : stores) {
+      store.values().removeIf(Kept::threadEnded);
+      store.put(key, kept);
     }
   }
 
@@ -618,10 +659,10 @@ final class MultiLock extends CompositeLock {
   private Owed takeOwed(OwedKey key) {
     Kept kept = UNOWNED.remove(key);
     Owed found = kept == null ? null : kept.owed();
-    for (Map<OwedKey, Owed> store : engineStores()) {
-      Owed o = store.remove(key);
-      if (found == null) {
-        found = o;
+    for (Map<OwedKey, Kept> store : engineStores()) {
+      Kept o = store.remove(key);
+      if (found == null && o != null) {
+        found = o.owed();
       }
     }
     return found;

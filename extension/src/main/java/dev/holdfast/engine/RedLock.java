@@ -184,7 +184,10 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * Releases every member (those this thread does not hold answer that, and are skipped).
+   * Releases every member (those this thread does not hold answer that, and are skipped). When
+   * a majority is released, or a majority is not held, a member whose inner release failed keeps
+   * a section the application will not unlock: it is owed, and the thread's next call on that
+   * member (the RedLock's next unlock() or acquisition included) releases it first.
    *
    * @throws IllegalMonitorStateException if a majority of members answered that this thread
    *     does not hold them (never held, or lost); the members' exceptions are suppressed
@@ -193,14 +196,35 @@ final class RedLock extends CompositeLock {
    */
   @Override
   public void unlock() {
+    long threadId = Thread.currentThread().getId();
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
+    List<RedisLock> undone = new ArrayList<>();
+    List<Integer> undoneFrom = new ArrayList<>();
     for (DistributedLock m : group.members()) {
+      int from = ((RedisLock) m).releaseStartsFrom(threadId);
       try {
         m.unlock();
         released++;
+      } catch (IllegalMonitorStateException e) {
+        failures.add(e);
       } catch (RuntimeException e) {
         failures.add(e);
+        undone.add((RedisLock) m);
+        undoneFrom.add(from);
+      }
+    }
+    long notHeld = failures.stream().filter(IllegalMonitorStateException.class::isInstance)
+        .count();
+    // A majority saying "not this thread's" settles it; otherwise servers failed to answer.
+    boolean onlyNotHeld = released < quorum && notHeld > group.size() - quorum;
+    if (released >= quorum || onlyNotHeld) {
+      // Done, as far as the application knows (released, or lost): a member whose inner
+      // release did not go through keeps a section nobody will unlock, so it is owed as a
+      // give-back, finished by the thread's next call on that member (a final one ends in doubt
+      // on its own). Only a LockException asks the caller to call again.
+      for (int i = 0; i < undone.size(); i++) {
+        undone.get(i).oweFailedRelease(threadId, undoneFrom.get(i));
       }
     }
     if (released >= quorum) {
@@ -211,10 +235,6 @@ final class RedLock extends CompositeLock {
       }
       return;
     }
-    long notHeld = failures.stream().filter(IllegalMonitorStateException.class::isInstance)
-        .count();
-    // A majority saying "not this thread's" settles it; otherwise servers failed to answer.
-    boolean onlyNotHeld = notHeld > group.size() - quorum;
     String message = released == 0 && notHeld == failures.size()
         ? "RedLock " + getName() + " is not held by " + thread() + ": "
             + failures.get(0).getMessage()

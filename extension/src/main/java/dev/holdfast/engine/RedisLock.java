@@ -985,6 +985,29 @@ final class RedisLock implements FencedLock {
     }
   }
 
+  /**
+   * {@return the count the thread's next release of this lock starts from: its hold's count,
+   * less a give-back owed (finished first); 0 if none}
+   */
+  int releaseStartsFrom(long threadId) {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    return hold == null ? 0 : hold.count() - (hold.giveBackOwed() ? 1 : 0);
+  }
+
+  /**
+   * After a {@link RedLock}'s unlock() that a majority released without this member: the
+   * section its failed release left counted (started from {@code from}, {@link
+   * #releaseStartsFrom}) is the application's no more, so it is owed as a give-back, finished
+   * by the thread's next call on this lock. Owner thread.
+   */
+  void oweFailedRelease(long threadId, int from) {
+    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    if (hold != null && from > 1 && hold.count() >= from && !hold.endedInDoubt()
+        && !hold.giveBackOwed()) {
+      hold.giveBackOwed(true);
+    }
+  }
+
   /** Marks the newest section of {@code hold} owed as a give-back if the failed call left it. */
   private void owedIfStillCounted(Hold hold, int before) {
     if (hold != null && before > 1 && hold.count() == before && !hold.endedInDoubt()
