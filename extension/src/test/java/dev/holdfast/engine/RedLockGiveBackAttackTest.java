@@ -222,4 +222,47 @@ class RedLockGiveBackAttackTest extends MultiLockOwedFixture {
     assertFalse(redisState.exists("g7-3"), "r3 left at "
         + redisState.hget("g7-3", RedisProbe.fieldOf(bw)));
   }
+
+  /**
+   * Held: with r3's give-back owed, r3 is force-unlocked and a rival takes it; the thread's
+   * outer RedLock unlock finishes the give-back (finds r3 gone: lost, the section closed
+   * silently) and its own release reports r3 lost — the rival's r3 is never touched, and the
+   * RedLock still released its majority normally.
+   */
+  @Test
+  void giveBackOwed_memberTakenByRival_rivalUntouched() throws Exception {
+    DistributedLock red = red("g8");
+    red.lock();
+    red.lock();
+    assertNull(unlockWithBDark(red), "a majority released");
+    rival.getLock("g8-3").forceUnlock();
+    java.util.concurrent.CountDownLatch taken = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.atomic.AtomicReference<String> rivalField =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    Thread rivalThread = new Thread(() -> {
+      DistributedLock r3 = rival.getLock("g8-3");
+      r3.lock();
+      rivalField.set(RedisProbe.fieldOf(rival));
+      taken.countDown();
+      try {
+        done.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      r3.unlock();
+    });
+    rivalThread.start();
+    try {
+      assertTrue(taken.await(60, java.util.concurrent.TimeUnit.SECONDS));
+      assertNull(unlockOutcome(red), "a majority released");
+      assertEquals("1", redisState.hget("g8-3", rivalField.get()), "rival untouched");
+      assertFalse(redisState.exists("g8-1"));
+      assertFalse(bw.getLock("g8-3").isHeldByCurrentThread());
+    } finally {
+      done.countDown();
+    }
+    rivalThread.join(60_000);
+    assertFalse(redisState.exists("g8-3"));
+  }
 }
