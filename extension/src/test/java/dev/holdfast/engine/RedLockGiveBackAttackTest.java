@@ -265,4 +265,60 @@ class RedLockGiveBackAttackTest extends MultiLockOwedFixture {
     rivalThread.join(60_000);
     assertFalse(redisState.exists("g8-3"));
   }
+
+  /**
+   * Held: four (platform: Java 17 baseline) threads, each with its own RedLock held twice, do their inner unlock at once
+   * while B is dark (each owes its r3 give-back), then their outer unlock with B answering:
+   * every member of every RedLock is released, no thread's give-back touches another's.
+   */
+  @Test
+  void manyThreads_eachOwesItsGiveBack_allReleased() throws Exception {
+    int n = 4;
+    java.util.concurrent.CountDownLatch locked = new java.util.concurrent.CountDownLatch(n);
+    java.util.concurrent.CountDownLatch dark = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch innerDone = new java.util.concurrent.CountDownLatch(n);
+    java.util.concurrent.CountDownLatch light = new java.util.concurrent.CountDownLatch(1);
+    java.util.List<Object> outcomes = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.List<Thread> threads = new java.util.ArrayList<>();
+    for (int t = 0; t < n; t++) {
+      String prefix = "g9t" + t;
+      Thread th = new Thread(() -> {
+        DistributedLock red = red(prefix);
+        try {
+          red.lock();
+          red.lock();
+          locked.countDown();
+          dark.await();
+          outcomes.add("inner " + prefix + ": " + unlockOutcome(red));
+          innerDone.countDown();
+          light.await();
+          outcomes.add("outer " + prefix + ": " + unlockOutcome(red));
+        } catch (Throwable e) {
+          outcomes.add(e);
+        }
+      });
+      th.start();
+      threads.add(th);
+    }
+    assertTrue(locked.await(60, java.util.concurrent.TimeUnit.SECONDS));
+    proxy.blackHole(true);
+    dark.countDown();
+    try {
+      assertTrue(innerDone.await(60, java.util.concurrent.TimeUnit.SECONDS));
+    } finally {
+      proxy.blackHole(false);
+    }
+    light.countDown();
+    for (Thread t : threads) {
+      t.join(60_000);
+    }
+    System.out.println("g9 " + outcomes);
+    assertEquals(2 * n, outcomes.size(), "" + outcomes);
+    assertTrue(outcomes.stream().allMatch(o -> o.toString().endsWith(": null")), "" + outcomes);
+    for (int t = 0; t < n; t++) {
+      for (int m = 1; m <= 3; m++) {
+        assertFalse(redisState.exists("g9t" + t + "-" + m), "g9t" + t + "-" + m);
+      }
+    }
+  }
 }
