@@ -321,4 +321,30 @@ class RedLockGiveBackAttackTest extends MultiLockOwedFixture {
       }
     }
   }
+
+  /**
+   * Held: a RedLock with a fixed 3 s lease held twice; the inner unlock with B dark owes r3's
+   * give-back; every lease runs out. The outer unlock reports the RedLock lost
+   * (IllegalMonitorStateException), and nothing owed is left: the thread takes the RedLock
+   * again and one unlock releases every member.
+   */
+  @Test
+  void fixedLeaseRunsOut_withGiveBackOwed_lostThenCleanRetake() {
+    DistributedLock red = red("g10");
+    red.lock(3, java.util.concurrent.TimeUnit.SECONDS);
+    red.lock(3, java.util.concurrent.TimeUnit.SECONDS);
+    assertNull(unlockWithBDark(red), "a majority released");
+    Await.until(Duration.ofSeconds(30), () -> !redisState.exists("g10-1")
+        && !redisState.exists("g10-2") && !redisState.exists("g10-3"), "every lease over");
+    RuntimeException outer = unlockOutcome(red);
+    System.out.println("g10 outer: " + outer);
+    assertTrue(outer instanceof IllegalMonitorStateException, "lost: " + outer);
+    assertEquals(0, bw.getLock("g10-3").getHoldCount());
+    red.lock();
+    assertEquals("1", redisState.hget("g10-3", RedisProbe.fieldOf(bw)));
+    assertNull(unlockOutcome(red));
+    for (String key : new String[] {"g10-1", "g10-2", "g10-3"}) {
+      assertFalse(redisState.exists(key), key);
+    }
+  }
 }
