@@ -45,15 +45,6 @@ class MultiLockOwedAttack7Test extends MultiLockOwedFixture {
   }
 
   /** {@link #unlockOutcome} of {@code lock} with B's link a black hole (restored after). */
-  private RuntimeException unlockWithBDark(DistributedLock lock) {
-    proxy.blackHole(true);
-    try {
-      return unlockOutcome(lock);
-    } finally {
-      proxy.blackHole(false);
-    }
-  }
-
   /**
    * RedLock(r1 on A, r2, r3 on B) in a multi-lock held twice; the inner unlock with B dark
    * releases r1, r2's and r3's releases do not run (a majority failed: LockException).

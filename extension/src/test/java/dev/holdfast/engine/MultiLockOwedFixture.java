@@ -128,6 +128,16 @@ abstract class MultiLockOwedFixture {
         });
   }
 
+  /** {@return the outcome of unlocking {@code lock} with B's link a black hole} */
+  RuntimeException unlockWithBDark(DistributedLock lock) {
+    proxy.blackHole(true);
+    try {
+      return unlockOutcome(lock);
+    } finally {
+      proxy.blackHole(false);
+    }
+  }
+
   /** Takes {@code multi} twice, then fails its inner unlock on B ({@link #failUnlockOnB}). */
   void takeTwiceThenFailUnlock(DistributedLock multi) {
     multi.lock();

@@ -37,15 +37,6 @@ class RedLockGiveBackAttackTest extends MultiLockOwedFixture {
         bw.getLock(prefix + "-3"));
   }
 
-  private RuntimeException unlockWithBDark(DistributedLock lock) {
-    proxy.blackHole(true);
-    try {
-      return unlockOutcome(lock);
-    } finally {
-      proxy.blackHole(false);
-    }
-  }
-
   /**
    * RedLock held twice; the inner unlock with B dark releases a majority (r3's give-back owed,
    * r3 count 2); the outer unlock with B still dark releases r1, r2 and returns normally — but on
