@@ -71,11 +71,12 @@ final class Hold {
    */
   private static final int SETTLED_KEPT = 16;
   /**
-   * The newest section is one a composite acquisition took and gave back, and that release
-   * failed (did not run, or is {@link #pendingRelease}): it is no section of the application's,
-   * and the thread's next call on this lock finishes it first. Owner thread.
+   * How many of the newest sections are ones the application does not hold any more, whose
+   * release failed (did not run, or is {@link #pendingRelease}): a composite acquisition took
+   * and gave them back, or a RedLock's unlock() ended without them. The thread's next call on
+   * this lock finishes them first. Owner thread.
    */
-  private boolean giveBackOwed;
+  private int giveBacksOwed;
 
   private volatile int count;
   private volatile long token;
@@ -359,7 +360,11 @@ final class Hold {
   }
 
   boolean giveBackOwed() {
-    return giveBackOwed;
+    return giveBacksOwed > 0;
+  }
+
+  int giveBacksOwed() {
+    return giveBacksOwed;
   }
 
   /** {@return whether a re-entry settled the pending release {@code requestId} as run} */
@@ -377,8 +382,16 @@ final class Hold {
     }
   }
 
-  void giveBackOwed(boolean owed) {
-    this.giveBackOwed = owed;
+  /** One more section owed as a give-back. */
+  void oweGiveBack() {
+    giveBacksOwed++;
+  }
+
+  /** {@return the sections owed as give-backs, which the caller is about to give back} */
+  int takeGiveBacksOwed() {
+    int owed = giveBacksOwed;
+    giveBacksOwed = 0;
+    return owed;
   }
 
   synchronized void beginCall() {

@@ -991,7 +991,7 @@ final class RedisLock implements FencedLock {
    */
   int releaseStartsFrom(long threadId) {
     Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
-    return hold == null ? 0 : hold.count() - (hold.giveBackOwed() ? 1 : 0);
+    return hold == null ? 0 : hold.count() - hold.giveBacksOwed();
   }
 
   /**
@@ -1003,8 +1003,8 @@ final class RedisLock implements FencedLock {
   void oweFailedRelease(long threadId, int from) {
     Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
     if (hold != null && from > 1 && hold.count() >= from && !hold.endedInDoubt()
-        && !hold.giveBackOwed()) {
-      hold.giveBackOwed(true);
+        && engine.holds().get(hold.id) == hold) {
+      hold.oweGiveBack();
     }
   }
 
@@ -1012,31 +1012,36 @@ final class RedisLock implements FencedLock {
   private void owedIfStillCounted(Hold hold, int before) {
     if (hold != null && before > 1 && hold.count() == before && !hold.endedInDoubt()
         && engine.holds().get(hold.id) == hold) {
-      hold.giveBackOwed(true);
+      hold.oweGiveBack();
     }
   }
 
   /**
-   * Finishes the give-back owed by {@code hold} ({@link #returnTaken}) before a call of the
-   * thread's own: re-sends the release left in doubt (sealed, under its request) or sends it
+   * Finishes the give-backs owed by {@code hold} ({@link #returnTaken}, {@link
+   * #oweFailedRelease}) before a call of the thread's own, one by one: re-sends the release left in doubt (sealed, under its request) or sends it
    * anew if it did not run. If the hold was lost meanwhile, the given-back section is closed
    * silently (the loss was reported when found, and the caller's own call says it). Owner
    * thread.
    *
    * @return the hold as it is now (its next call may go on), or null if it is gone
-   * @throws RuntimeException if the give-back failed again: it stays owed, and the caller's own
-   *     call is not made
+   * @throws RuntimeException if a give-back failed again: it and those not tried stay owed, and
+   *     the caller's own call is not made
    */
   private Hold finishGiveBack(Hold hold, long ownerId) {
-    hold.giveBackOwed(false);
-    int before = hold.count();
-    try {
-      release(ownerId, true);
-    } catch (IllegalMonitorStateException e) {
-      // Lost: the given-back section is closed; the thread's own sections report the loss.
-    } catch (RuntimeException e) {
-      owedIfStillCounted(hold, before);
-      throw e;
+    int owed = hold.takeGiveBacksOwed();
+    for (int i = 0; i < owed; i++) {
+      int before = hold.count();
+      try {
+        release(ownerId, true);
+      } catch (IllegalMonitorStateException e) {
+        // Lost: the given-back section is closed; the thread's own sections report the loss.
+      } catch (RuntimeException e) {
+        owedIfStillCounted(hold, before);
+        for (int left = i + 1; left < owed; left++) {
+          hold.oweGiveBack(); // not tried: still counted
+        }
+        throw e;
+      }
     }
     return engine.holds().get(hold.id);
   }

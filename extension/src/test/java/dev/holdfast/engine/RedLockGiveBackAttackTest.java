@@ -169,10 +169,9 @@ class RedLockGiveBackAttackTest extends MultiLockOwedFixture {
    * give-back (fails again, re-marked) and never r3's own release — now two of r3's sections
    * are the application's no more, one is owed. The outer unlock with B answering finishes the
    * one give-back and releases one section: r3 stays held (count 1) for ever, the RedLock
-   * reported released at every call.
+   * reported released at every call. Was a defect (round 8); fixed: the hold counts the
+   * give-backs it owes.
    */
-  @Disabled("DEFECT: a second failed RedLock unlock while r3's give-back is owed loses track of"
-      + " a section: after the outer unlock r3 stays held for ever")
   @Test
   void twoFailedUnlocks_oneGiveBackFlag_sectionLeaks() {
     DistributedLock red = red("g6");
@@ -195,9 +194,8 @@ class RedLockGiveBackAttackTest extends MultiLockOwedFixture {
    * (each returns normally: the RedLock released a majority, so no multi-lock record is kept),
    * the outer unlock with B answering returns normally too — and r3 stays held for ever, the
    * thread still believing it holds r3.
+   * Was a defect (round 8); fixed: the hold counts the give-backs it owes.
    */
-  @Disabled("DEFECT: through a multi-lock, two failed RedLock member releases leave r3 held"
-      + " for ever")
   @Test
   void inMultiLock_twoFailedUnlocks_sectionLeaks() {
     DistributedLock multi = a.getMultiLock(a.getLock("g7-x"), red("g7"));
