@@ -995,17 +995,32 @@ final class RedisLock implements FencedLock {
   }
 
   /**
-   * After a {@link RedLock}'s unlock() that a majority released without this member: the
-   * section its failed release left counted (started from {@code from}, {@link
-   * #releaseStartsFrom}) is the application's no more, so it is owed as a give-back, finished
-   * by the thread's next call on this lock. Owner thread.
+   * After a {@link RedLock}'s unlock() that ended without this member's release (a majority
+   * released, or not held): the section its failed release left counted (started from {@code
+   * from}, {@link #releaseStartsFrom}) is the application's no more. If the application holds
+   * other sections, it is owed as a give-back, finished by the thread's next call on this lock;
+   * if it was the application's last one (a give-back owed before failed again, so the final
+   * release was never tried), nobody will call again: the hold ends here as a final release in
+   * doubt does — never renewed, its field removed in the background whatever its count, no loss
+   * reported. Owner thread.
    */
   void oweFailedRelease(long threadId, int from) {
     Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
-    if (hold != null && from > 1 && hold.count() >= from && !hold.endedInDoubt()
-        && engine.holds().get(hold.id) == hold) {
-      hold.oweGiveBack();
+    if (hold == null || from < 1 || hold.count() < from || hold.endedInDoubt()
+        || !hold.active()) {
+      return; // went through, ended in doubt already, or lost (its unlocks report it)
     }
+    if (from > 1) {
+      hold.oweGiveBack();
+      return;
+    }
+    hold.takeGiveBacksOwed();
+    while (hold.count() > 1) {
+      hold.closeNewest();
+    }
+    long leaseLeft = hold.leaseLeftMillis(System.nanoTime(), engine.watchdogMillis());
+    hold.ending(true);
+    engine.endInDoubt(hold, engine.nextRequestId(), "abandon", leaseLeft);
   }
 
   /** Marks the newest section of {@code hold} owed as a give-back if the failed call left it. */
