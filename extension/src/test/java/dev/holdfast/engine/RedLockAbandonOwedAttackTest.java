@@ -1,0 +1,171 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockClientConfig;
+import dev.holdfast.LockException;
+import dev.holdfast.testing.Await;
+import dev.holdfast.testing.FaultProxy;
+import dev.holdfast.testing.RedisExtension;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * Attack round 11 on {@link RedisLock#oweFailedRelease} (commits 1a2a703, bde09e1): two
+ * give-backs owed on a RedLock member, the first one's release pending, the member abandoned
+ * later. Same set-up as {@link RedLockAbandonAttackTest}: r3 on client {@link #bw} through a
+ * {@link FaultProxy} that delays requests and delivers them late (200 ms timeout, 5 s watchdog).
+ */
+class RedLockAbandonOwedAttackTest {
+
+  @RegisterExtension
+  static final RedisExtension redis = RedisExtension.standalone();
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  FaultProxy proxy;
+  RedisProbe redisState;
+  LockClient a;
+  LockClient bw;
+  LockClient rival;
+
+  @BeforeEach
+  void setUp() throws Exception {
+    redis.flushAll();
+    redisState = new RedisProbe(redis.server());
+    proxy = new FaultProxy(redis.server().port());
+    a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
+    for (int attempt = 1; bw == null; attempt++) {
+      try {
+        bw = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
+            LockClientConfig.TIMEOUT, "200ms", LockClientConfig.WATCHDOG_TIMEOUT, "5s"));
+      } catch (LockException e) {
+        if (attempt == 5) {
+          throw e; // a loaded machine may miss one 200 ms handshake, not five
+        }
+      }
+    }
+    DistributedLock warm = bw.getLock("warm");
+    warm.lock();
+    warm.lock();
+    warm.unlock();
+    warm.unlock();
+  }
+
+  @AfterEach
+  void tearDown() {
+    proxy.close();
+  }
+
+  private DistributedLock red(String prefix) {
+    return a.getRedLock(a.getLock(prefix + "-1"), a.getLock(prefix + "-2"),
+        bw.getLock(prefix + "-3"));
+  }
+
+  private static RuntimeException unlockOutcome(DistributedLock lock) {
+    try {
+      lock.unlock();
+      return null;
+    } catch (RuntimeException e) {
+      return e;
+    }
+  }
+
+  /**
+   * Held: RedLock held three times; with B's requests delayed 10 s, the first unlock's r3
+   * release P (expected 3) is left pending and owed, the second and third unlocks re-send P
+   * (never a new request: the count stays 3), the third abandons r3 under P. B answers again;
+   * the thread takes r3 alone twice with a 60 s fixed lease; all of P's late copies (original
+   * and sealed re-sends) are refused: the new hold keeps its count and expiry, no rival gets in.
+   */
+  @Test
+  void twoGiveBacksOwed_firstPending_abandonLater_newHoldUntouched() throws Exception {
+    DistributedLock red = red("q1");
+    red.lock();
+    red.lock();
+    red.lock();
+    proxy.delay(Duration.ofSeconds(10));
+    RuntimeException[] outcomes = new RuntimeException[3];
+    try {
+      for (int i = 0; i < 3; i++) {
+        outcomes[i] = unlockOutcome(red);
+      }
+    } finally {
+      proxy.delay(Duration.ZERO);
+    }
+    for (RuntimeException e : outcomes) {
+      assertNull(e, "a majority released");
+    }
+    DistributedLock r3 = bw.getLock("q1-3");
+    assertEquals(0, r3.getHoldCount(), "r3 abandoned");
+    r3.lock(60, TimeUnit.SECONDS);
+    r3.lock(60, TimeUnit.SECONDS);
+    assertEquals("2", redisState.hget("q1-3", RedisProbe.fieldOf(bw)), "the new hold");
+    Await.until(Duration.ofSeconds(90), () -> proxy.pendingRequestBytes() == 0,
+        "every late copy delivered");
+    String count = redisState.hget("q1-3", RedisProbe.fieldOf(bw));
+    long pttl = redisState.pttl("q1-3");
+    boolean rivalTook;
+    try {
+      rivalTook = rival.getLock("q1-3").tryLock(5, TimeUnit.SECONDS);
+    } finally {
+      while (r3.getHoldCount() > 0) {
+        unlockOutcome(r3);
+      }
+    }
+    assertEquals("2", count, "a late copy changed the new hold");
+    assertTrue(pttl > 30_000, "the new hold's expiry was cut to " + pttl + " ms");
+    assertFalse(rivalTook, "two holders of r3");
+  }
+
+  /**
+   * Held: r3 abandoned with B dark; the thread takes the RedLock again while B is still dark
+   * (r3's settle fails: a majority of r1, r2 suffices), then B answers and the thread unlocks:
+   * the RedLock's unlock succeeds, r3's abandoned field is removed (by the background resolve or
+   * the unlock's settle), and a fresh r3 acquisition afterwards counts 1, as Redis does.
+   */
+  @Test
+  void abandonThenRetakenWhileDark_thenBack_nothingLeft() throws Exception {
+    DistributedLock red = red("q3");
+    red.lock();
+    red.lock();
+    proxy.blackHole(true);
+    try {
+      assertNull(unlockOutcome(red));
+      assertNull(unlockOutcome(red));
+      assertTrue(red.tryLock(30, TimeUnit.SECONDS), "r1, r2: a majority");
+    } finally {
+      proxy.blackHole(false);
+    }
+    assertNull(unlockOutcome(red));
+    Await.until(Duration.ofSeconds(60), () -> proxy.pendingRequestBytes() == 0
+        && !redisState.exists("q3-3"), "r3's abandoned field removed");
+    for (String key : new String[] {"q3-1", "q3-2"}) {
+      assertFalse(redisState.exists(key), key);
+    }
+    DistributedLock r3 = bw.getLock("q3-3");
+    assertEquals(0, r3.getHoldCount());
+    r3.lock();
+    try {
+      assertEquals("1", redisState.hget("q3-3", RedisProbe.fieldOf(bw)));
+      assertEquals(1, r3.getHoldCount());
+    } finally {
+      r3.unlock();
+    }
+    assertFalse(redisState.exists("q3-3"));
+  }
+}
