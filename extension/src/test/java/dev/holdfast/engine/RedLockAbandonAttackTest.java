@@ -27,7 +27,8 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * a RedLock member whose give-back failed again in the RedLock's final unlock is ended in the
  * background ({@link LockEngine#endInDoubt}, kind 'abandon', a fresh request). RedLocks here are
  * r1, r2 on client {@link #a} (direct) and r3 on client {@link #bw}, through a {@link FaultProxy}
- * whose delay holds requests back and delivers them late (200 ms timeout, 5 s watchdog).
+ * whose delay holds requests back and delivers them late (200 ms timeout, 5 s watchdog). Round
+ * 11 (commit bde09e1, the abandon settled under the pending release) added the last two probes.
  */
 class RedLockAbandonAttackTest {
 
@@ -181,5 +182,91 @@ class RedLockAbandonAttackTest {
     for (String key : new String[] {"p2-1", "p2-2", "p2-3"}) {
       assertFalse(redisState.exists(key), key);
     }
+  }
+
+  // ---- attack round 11 (commit bde09e1): the abandon settled under the pending release ----
+
+  /**
+   * Held: RedLock held three times; with B's requests delayed 10 s, the first unlock's r3
+   * release P (expected 3) is left pending and owed, the second and third unlocks re-send P
+   * (never a new request: the count stays 3), the third abandons r3 under P. B answers again;
+   * the thread takes r3 alone twice with a 60 s fixed lease; all of P's late copies (original
+   * and sealed re-sends) are refused: the new hold keeps its count and expiry, no rival gets in.
+   */
+  @Test
+  void twoGiveBacksOwed_firstPending_abandonLater_newHoldUntouched() throws Exception {
+    DistributedLock red = red("q1");
+    red.lock();
+    red.lock();
+    red.lock();
+    proxy.delay(Duration.ofSeconds(10));
+    RuntimeException[] outcomes = new RuntimeException[3];
+    try {
+      for (int i = 0; i < 3; i++) {
+        outcomes[i] = unlockOutcome(red);
+      }
+    } finally {
+      proxy.delay(Duration.ZERO);
+    }
+    for (RuntimeException e : outcomes) {
+      assertNull(e, "a majority released");
+    }
+    DistributedLock r3 = bw.getLock("q1-3");
+    assertEquals(0, r3.getHoldCount(), "r3 abandoned");
+    r3.lock(60, TimeUnit.SECONDS);
+    r3.lock(60, TimeUnit.SECONDS);
+    assertEquals("2", redisState.hget("q1-3", RedisProbe.fieldOf(bw)), "the new hold");
+    Await.until(Duration.ofSeconds(90), () -> proxy.pendingRequestBytes() == 0,
+        "every late copy delivered");
+    String count = redisState.hget("q1-3", RedisProbe.fieldOf(bw));
+    long pttl = redisState.pttl("q1-3");
+    boolean rivalTook;
+    try {
+      rivalTook = rival.getLock("q1-3").tryLock(5, TimeUnit.SECONDS);
+    } finally {
+      while (r3.getHoldCount() > 0) {
+        unlockOutcome(r3);
+      }
+    }
+    assertEquals("2", count, "a late copy changed the new hold");
+    assertTrue(pttl > 30_000, "the new hold's expiry was cut to " + pttl + " ms");
+    assertFalse(rivalTook, "two holders of r3");
+  }
+
+  /**
+   * Held: r3 abandoned with B dark; the thread takes the RedLock again while B is still dark
+   * (r3's settle fails: a majority of r1, r2 suffices), then B answers and the thread unlocks:
+   * the RedLock's unlock succeeds, r3's abandoned field is removed (by the background resolve or
+   * the unlock's settle), and a fresh r3 acquisition afterwards counts 1, as Redis does.
+   */
+  @Test
+  void abandonThenRetakenWhileDark_thenBack_nothingLeft() throws Exception {
+    DistributedLock red = red("q3");
+    red.lock();
+    red.lock();
+    proxy.blackHole(true);
+    try {
+      assertNull(unlockOutcome(red));
+      assertNull(unlockOutcome(red));
+      assertTrue(red.tryLock(30, TimeUnit.SECONDS), "r1, r2: a majority");
+    } finally {
+      proxy.blackHole(false);
+    }
+    assertNull(unlockOutcome(red));
+    Await.until(Duration.ofSeconds(60), () -> proxy.pendingRequestBytes() == 0
+        && !redisState.exists("q3-3"), "r3's abandoned field removed");
+    for (String key : new String[] {"q3-1", "q3-2"}) {
+      assertFalse(redisState.exists(key), key);
+    }
+    DistributedLock r3 = bw.getLock("q3-3");
+    assertEquals(0, r3.getHoldCount());
+    r3.lock();
+    try {
+      assertEquals("1", redisState.hget("q3-3", RedisProbe.fieldOf(bw)));
+      assertEquals(1, r3.getHoldCount());
+    } finally {
+      r3.unlock();
+    }
+    assertFalse(redisState.exists("q3-3"));
   }
 }
