@@ -199,8 +199,7 @@ final class RedLock extends CompositeLock {
     long threadId = Thread.currentThread().getId();
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
-    List<RedisLock> undone = new ArrayList<>();
-    List<Integer> undoneFrom = new ArrayList<>();
+    List<Undone> undone = new ArrayList<>();
     for (DistributedLock m : group.members()) {
       int from = ((RedisLock) m).releaseStartsFrom(threadId);
       try {
@@ -210,8 +209,7 @@ final class RedLock extends CompositeLock {
         failures.add(e);
       } catch (RuntimeException e) {
         failures.add(e);
-        undone.add((RedisLock) m);
-        undoneFrom.add(from);
+        undone.add(new Undone((RedisLock) m, from));
       }
     }
     long notHeld = failures.stream().filter(IllegalMonitorStateException.class::isInstance)
@@ -223,8 +221,8 @@ final class RedLock extends CompositeLock {
       // release did not go through keeps a section nobody will unlock, so it is owed as a
       // give-back, finished by the thread's next call on that member (a final one ends in doubt
       // on its own). Only a LockException asks the caller to call again.
-      for (int i = 0; i < undone.size(); i++) {
-        undone.get(i).oweFailedRelease(threadId, undoneFrom.get(i));
+      for (Undone u : undone) {
+        u.member().oweFailedRelease(threadId, u.from());
       }
     }
     if (released >= quorum) {
@@ -250,6 +248,10 @@ final class RedLock extends CompositeLock {
       }
     }
     throw thrown;
+  }
+
+  /** A member whose inner release failed, and the count that release started from. */
+  private record Undone(RedisLock member, int from) {
   }
 
   /**

@@ -195,7 +195,7 @@ final class RedisLock implements FencedLock {
 
   @Override
   public Long getToken() {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    Hold hold = holdOf(Thread.currentThread().getId());
     if (hold == null || hold.count() == 0 || !hold.believedAt(System.nanoTime())
         || hold.token() == 0) {
       return null;
@@ -208,7 +208,7 @@ final class RedisLock implements FencedLock {
    * assigns one, and a hold is never forgotten before its unlock.
    */
   private Long heldToken() {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    Hold hold = holdOf(Thread.currentThread().getId());
     return hold.token();
   }
 
@@ -479,7 +479,7 @@ final class RedisLock implements FencedLock {
    * become head; it asks Redis, which grants it at once.
    */
   private boolean holdsAnySide(long ownerId) {
-    if (engine.holds().get(new Hold.Id(names.holdKey(), ownerId)) != null) {
+    if (holdOf(ownerId) != null) {
       return true;
     }
     if (names.kind() instanceof ReadWriteLockKind) {
@@ -940,7 +940,7 @@ final class RedisLock implements FencedLock {
    */
   void giveBack() {
     long threadId = Thread.currentThread().getId();
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    Hold hold = holdOf(threadId);
     if (hold == null || hold.count() != 1) {
       returnTaken(threadId);
       return;
@@ -970,7 +970,7 @@ final class RedisLock implements FencedLock {
    * know of it and will not unlock it, so the thread's next call on this lock finishes it first.
    */
   private void returnTaken(long threadId) {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    Hold hold = holdOf(threadId);
     if (hold != null && hold.giveBackOwed()) {
       hold = finishGiveBack(hold, threadId); // an earlier one first, so the count below is ours
     }
@@ -990,7 +990,7 @@ final class RedisLock implements FencedLock {
    * less a give-back owed (finished first); 0 if none}
    */
   int releaseStartsFrom(long threadId) {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    Hold hold = holdOf(threadId);
     return hold == null ? 0 : hold.count() - hold.giveBacksOwed();
   }
 
@@ -1002,13 +1002,29 @@ final class RedisLock implements FencedLock {
    * if it was the application's last one (a give-back owed before failed again, so the final
    * release was never tried), nobody will call again: the hold ends here as a final release in
    * doubt does — never renewed, its field removed in the background whatever its count, no loss
-   * reported. Owner thread.
+   * reported. A hold lost meanwhile (its deadline passed: reported now, as an unlock reports it)
+   * has the section closed here instead, and, if it was the last, is forgotten: its loss was
+   * reported and no unlock will come to close it. Owner thread.
    */
   void oweFailedRelease(long threadId, int from) {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
-    if (hold == null || from < 1 || hold.count() < from || hold.endedInDoubt()
-        || !hold.active()) {
-      return; // went through, ended in doubt already, or lost (its unlocks report it)
+    Hold hold = holdOf(threadId);
+    if (!leftCounted(hold, from)) {
+      return; // went through, ended in doubt already, or closed as lost
+    }
+    if (hold.active() && !hold.believedAt(System.nanoTime())) {
+      engine.expire(hold);
+    }
+    if (!hold.active()) {
+      if (from == 1) {
+        hold.takeGiveBacksOwed(); // lost: nothing is left to give back either
+        while (hold.count() > 0) {
+          hold.closeNewest();
+        }
+      } else {
+        hold.closeNewest();
+      }
+      engine.forgetIfDone(hold);
+      return;
     }
     if (from > 1) {
       hold.oweGiveBack();
@@ -1030,18 +1046,27 @@ final class RedisLock implements FencedLock {
 
   /** Marks the newest section of {@code hold} owed as a give-back if the failed call left it. */
   private void owedIfStillCounted(Hold hold, int before) {
-    if (hold != null && before > 1 && hold.count() == before && !hold.endedInDoubt()
-        && engine.holds().get(hold.id) == hold) {
+    if (before > 1 && leftCounted(hold, before)) {
       hold.oweGiveBack();
     }
   }
 
   /**
+   * {@return whether a failed release of {@code hold} that started from {@code from} sections
+   * (give-backs owed not counted) left its section counted: still the thread's hold, not ended
+   * in doubt, and its count less the give-backs owed still {@code from}}
+   */
+  private boolean leftCounted(Hold hold, int from) {
+    return hold != null && from >= 1 && hold.count() - hold.giveBacksOwed() == from
+        && !hold.endedInDoubt() && holdOf(hold.threadId) == hold;
+  }
+
+  /**
    * Finishes the give-backs owed by {@code hold} ({@link #returnTaken}, {@link
-   * #oweFailedRelease}) before a call of the thread's own, one by one: re-sends the release left in doubt (sealed, under its request) or sends it
-   * anew if it did not run. If the hold was lost meanwhile, the given-back section is closed
-   * silently (the loss was reported when found, and the caller's own call says it). Owner
-   * thread.
+   * #oweFailedRelease}) before a call of the thread's own, one by one: re-sends the release left
+   * in doubt (sealed, under its request) or sends it anew if it did not run. If the hold was
+   * lost meanwhile, the given-back section is closed silently (the loss was reported when
+   * found, and the caller's own call says it). Owner thread.
    *
    * @return the hold as it is now (its next call may go on), or null if it is gone
    * @throws RuntimeException if a give-back failed again: it and those not tried stay owed, and
@@ -1327,7 +1352,7 @@ final class RedisLock implements FencedLock {
   /** {@link #unlockAfter(long)} for owner {@code ownerId}, as {@link #release(long)}. */
   void unlockAfter(long ownerId, long remainingMillis) {
     checkOpen();
-    Hold found = engine.holds().get(new Hold.Id(names.holdKey(), ownerId));
+    Hold found = holdOf(ownerId);
     if (found != null && found.giveBackOwed()) {
       found = finishGiveBack(found, ownerId); // never in place of this unlock
     }
@@ -1442,7 +1467,7 @@ final class RedisLock implements FencedLock {
     if (!acquire(owned.ownerId, owned, waitNanos, lease, true)) {
       throw new LockNotAcquiredException(names.name(), waitTime, null);
     }
-    owned.acquired(engine.holds().get(new Hold.Id(names.holdKey(), owned.ownerId)), fenced);
+    owned.acquired(holdOf(owned.ownerId), fenced);
     return owned;
   }
 
@@ -1615,7 +1640,7 @@ final class RedisLock implements FencedLock {
   @Override
   public int getHoldCount() {
     long threadId = Thread.currentThread().getId();
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), threadId));
+    Hold hold = holdOf(threadId);
     if (hold != null && hold.giveBackOwed()) {
       // A composite's failed give-back is finished first, as by any call of the thread's: until
       // then Redis may count a section the application never took.
@@ -1641,7 +1666,7 @@ final class RedisLock implements FencedLock {
    *     not lost (or there is none)
    */
   IllegalMonitorStateException lostSinceReleased() {
-    Hold hold = engine.holds().get(new Hold.Id(names.holdKey(), Thread.currentThread().getId()));
+    Hold hold = holdOf(Thread.currentThread().getId());
     if (hold == null || hold.count() == 0 || hold.endedInDoubt()) {
       return null;
     }
@@ -1713,7 +1738,7 @@ final class RedisLock implements FencedLock {
   /** Whether this client believes the thread holds the lock; a lease past its deadline is lost. */
   private boolean believed(long threadId) {
     checkOpen();
-    return engine.live(engine.holds().get(new Hold.Id(names.holdKey(), threadId)));
+    return engine.live(holdOf(threadId));
   }
 
   @Override
