@@ -164,9 +164,14 @@ import java.lang.annotation.Target;
  *   <li><b>Threads.</b> The method's synchronous part runs on the thread that completes the
  *       acquisition: a thread of Holdfast's client (rarely the caller's own, when the lock was
  *       granted before the call had returned), and the result completes on a Holdfast thread
- *       too. So the caller's thread-bound context is not there: no CDI request context (a
- *       {@code @RequestScoped} bean fails with {@code ContextNotActiveException}), no
- *       transaction, no security identity, no MDC, no Vert.x context. Keep the synchronous part
+ *       too. With Mutiny on the class path the method is called through Mutiny's callback
+ *       decorators, as Mutiny's own callbacks are: where context propagation is installed
+ *       (Quarkus) it sees the caller's context as captured when the method was called (for a
+ *       {@code Uni}, at each subscription) — the CDI request context, the transaction and
+ *       whatever else that propagation carries. Otherwise the caller's thread-bound context is
+ *       not there: no CDI request context (a {@code @RequestScoped} bean fails with
+ *       {@code ContextNotActiveException}), no transaction, no security identity, no MDC, no
+ *       Vert.x context. Keep the synchronous part
  *       short and non-blocking (a blocked Holdfast thread delays other locks' callbacks), and
  *       move work off it: in a {@code Uni}, {@code emitOn}/{@code runSubscriptionOn} an
  *       executor; for a stage, the {@code *Async} methods with an executor — in a CDI container

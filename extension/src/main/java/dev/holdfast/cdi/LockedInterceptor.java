@@ -14,6 +14,7 @@ import jakarta.interceptor.Interceptor;
 import jakarta.interceptor.InvocationContext;
 import java.lang.reflect.Method;
 import java.util.Map;
+import java.util.concurrent.Callable;
 
 /**
  * Runs {@link Locked} methods under their lock. All decisions were made at deployment: a call
@@ -40,6 +41,9 @@ import java.util.Map;
 @Interceptor
 @Priority(Locked.PRIORITY)
 public class LockedInterceptor {
+  /** Whether Mutiny is there to carry the caller's context to an asynchronous method. */
+  private static final boolean MUTINY = OptionalApis.present(OptionalApis.MUTINY);
+
   private final LockClient client;
   private final LockedOperations prepared;
   private final Class<?> beanClass;
@@ -62,8 +66,9 @@ public class LockedInterceptor {
     LockedOperation operation = operation(ctx);
     switch (operation.returns()) {
       case STAGE, FUTURE -> {
+        Callable<Object> proceed = ctx::proceed;
         return AsyncLockedCall.start(operation, client, tracing, ctx.getParameters(),
-            ctx::proceed, AsyncLockedCall::stageOf);
+            MUTINY ? UniLocked.contextual(proceed) : proceed, AsyncLockedCall::stageOf);
       }
       case UNI -> {
         // UniLocked is loaded only here: a method returning Uni means Mutiny is there.

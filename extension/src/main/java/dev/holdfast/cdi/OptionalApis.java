@@ -1,7 +1,8 @@
 package dev.holdfast.cdi;
 
 /**
- * Which optional APIs the application has: MicroProfile Health, Micrometer, OpenTelemetry, JTA.
+ * Which optional APIs the application has: MicroProfile Health, Micrometer, OpenTelemetry, JTA,
+ * Mutiny.
  * Holdfast declares them {@code provided} and optional; a class that uses one is loaded only
  * after the check here says the API is visible to Holdfast's class loader, so an application
  * without it never meets a {@code NoClassDefFoundError}.
@@ -13,6 +14,8 @@ final class OptionalApis {
   /** JTA: the commit guard ({@link TransactionGuard}). */
   static final String TRANSACTION_REGISTRY =
       "jakarta.transaction.TransactionSynchronizationRegistry";
+  /** Mutiny: its callback decorators carry the caller's context ({@link UniLocked#contextual}). */
+  static final String MUTINY = "io.smallrye.mutiny.infrastructure.Infrastructure";
   /** The bean that needs JTA, by name: naming its class would load it. */
   static final String TRANSACTION_BEGUN = "dev.holdfast.cdi.TransactionBegun";
 

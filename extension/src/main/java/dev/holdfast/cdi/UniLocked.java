@@ -2,13 +2,16 @@ package dev.holdfast.cdi;
 
 import dev.holdfast.LockClient;
 import io.smallrye.mutiny.Uni;
+import io.smallrye.mutiny.infrastructure.Infrastructure;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 
 /**
- * {@code @Locked} methods that return a Mutiny {@code Uni}. The only class of Holdfast that
- * touches Mutiny: it is loaded when such a method is first called, which needs Mutiny on the
- * class path anyway, so an application without Mutiny never loads it.
+ * {@code @Locked} methods that return a Mutiny {@code Uni}, and the caller's context for every
+ * asynchronous {@code @Locked} method ({@link #contextual}). The only class of Holdfast that
+ * touches Mutiny: it is loaded when a {@code Uni} method is first called, which needs Mutiny on
+ * the class path anyway, or when another asynchronous one is and Mutiny is there
+ * ({@link OptionalApis#MUTINY}), so an application without Mutiny never loads it.
  */
 final class UniLocked {
   private UniLocked() {
@@ -25,7 +28,17 @@ final class UniLocked {
   static Object around(LockedOperation operation, LockClient client, LockTracing tracing,
       Object[] args, Callable<Object> proceed) {
     return Uni.createFrom().completionStage(() -> AsyncLockedCall.start(operation, client,
-        tracing, args, proceed, UniLocked::stageOf));
+        tracing, args, contextual(proceed), UniLocked::stageOf));
+  }
+
+  /**
+   * {@code proceed} carrying the calling thread's context to the thread that will run it (the one
+   * that completes the acquisition), as Mutiny carries it into its own callbacks: through the
+   * callback decorators installed (in Quarkus, context propagation: the CDI request context, the
+   * transaction and the like); unchanged where none is installed. Called on the caller's thread.
+   */
+  static Callable<Object> contextual(Callable<Object> proceed) {
+    return Infrastructure.decorate(proceed);
   }
 
   /** Subscribes to the method's {@code Uni}; cancelling the stage cancels the subscription. */

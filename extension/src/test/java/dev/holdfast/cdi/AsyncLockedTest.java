@@ -76,6 +76,7 @@ class AsyncLockedTest {
   void clean() {
     redis.flushAll();
     Jobs.STARTED.clear();
+    CallerContextDecorator.CALLER.remove();
   }
 
   /** The methods' work is the stage the test passes in and completes. */
@@ -141,6 +142,18 @@ class AsyncLockedTest {
     public Uni<Long> fencedUni(String name) {
       long token = FencingToken.current(); // the synchronous part, at subscription
       return Uni.createFrom().item(token);
+    }
+
+    @Locked("async:{name}")
+    public CompletionStage<Seen> seen(String name) {
+      return CompletableFuture.completedFuture(
+          new Seen(CallerContextDecorator.CALLER.get(), Thread.currentThread()));
+    }
+
+    @Locked("async:{name}")
+    public Uni<Seen> seenUni(String name) {
+      Seen seen = new Seen(CallerContextDecorator.CALLER.get(), Thread.currentThread());
+      return Uni.createFrom().item(seen);
     }
 
     @Locked(value = "async:{name}", holdAtLeast = "3s")
@@ -393,5 +406,61 @@ class AsyncLockedTest {
     CompletableFuture<String> result = jobs().future("c2", "a", new CompletableFuture<>());
     result.cancel(false);
     assertThrows(CancellationException.class, result::join);
+  }
+
+  /** What a method saw: the caller's context ({@link CallerContextDecorator}), its thread. */
+  record Seen(String caller, Thread thread) {
+  }
+
+  /** {@code call}'s outcome, called while another client holds {@code async:name}. */
+  private static Seen whileHeldElsewhere(String name,
+      java.util.function.Supplier<CompletionStage<Seen>> call) throws Exception {
+    try (LockClient other = otherClient()) {
+      DistributedLock held = other.getLock("async:" + name);
+      held.lock();
+      CompletionStage<Seen> result;
+      try {
+        result = call.get(); // the method surely runs later, on the acquisition's thread
+      } finally {
+        held.unlock();
+      }
+      return valueOf(result);
+    }
+  }
+
+  /**
+   * The method runs on the thread that completes the acquisition with the caller's context
+   * where Mutiny's callback decorators carry it (Quarkus's context propagation; here the test's
+   * {@link CallerContextDecorator}), as Mutiny's own callbacks do.
+   */
+  @Test
+  void completionStage_runsElsewhereWithTheCallersContext() throws Exception {
+    CallerContextDecorator.CALLER.set("request-7");
+    Seen seen = whileHeldElsewhere("ctx-a", () -> jobs().seen("ctx-a"));
+    assertNotSame(Thread.currentThread(), seen.thread(), "ran on the acquisition's thread");
+    assertEquals("request-7", seen.caller(), "the caller's context, carried");
+  }
+
+  @Test
+  void uni_runsElsewhereWithTheSubscribersContext() throws Exception {
+    Uni<Seen> uni = jobs().seenUni("ctx-b");
+    CallerContextDecorator.CALLER.set("request-8"); // the context at subscription counts
+    Seen seen = whileHeldElsewhere("ctx-b", uni::subscribeAsCompletionStage);
+    assertNotSame(Thread.currentThread(), seen.thread(), "ran on the acquisition's thread");
+    assertEquals("request-8", seen.caller(), "the subscriber's context, carried");
+  }
+
+  @Test
+  void callersContext_isNotLeftOnTheThreadsThatRanTheMethod() throws Exception {
+    CallerContextDecorator.CALLER.set("request-9");
+    Seen first = whileHeldElsewhere("ctx-c", () -> jobs().seen("ctx-c"));
+    assertEquals("request-9", first.caller());
+    CallerContextDecorator.CALLER.remove();
+    // Later calls without a context, on the same few Holdfast threads, see none.
+    for (int i = 0; i < 10; i++) {
+      Seen next = whileHeldElsewhere("ctx-c", () -> jobs().seen("ctx-c"));
+      assertNull(next.caller(), "a context left behind on " + next.thread()
+          + (next.thread() == first.thread() ? ", the thread that ran the first call" : ""));
+    }
   }
 }

@@ -4,6 +4,7 @@ import dev.holdfast.FencingToken;
 import dev.holdfast.Locked;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.CountDownLatch;
@@ -14,6 +15,9 @@ public class ArcAsyncJobs {
   /** Counted down when {@link #stage} starts (static: a field read through the client proxy
    * would be the proxy's, not the bean's). */
   static volatile CountDownLatch started = new CountDownLatch(1);
+
+  @Inject
+  RequestTag tag;
 
   @Locked("arc:{name}")
   public CompletionStage<String> stage(String name, CompletableFuture<String> work) {
@@ -29,5 +33,17 @@ public class ArcAsyncJobs {
   @Locked(value = "arc:{name}", fenced = true)
   public CompletionStage<Long> fenced(String name) {
     return CompletableFuture.completedFuture(FencingToken.current());
+  }
+
+  /** Reads the caller's request-scoped tag in its synchronous part (on a Holdfast thread). */
+  @Locked("arc:{name}")
+  public CompletionStage<String> taggedStage(String name) {
+    return CompletableFuture.completedFuture(tag.value());
+  }
+
+  /** {@link #taggedStage} as a {@code Uni}: the tag is read at subscription, once held. */
+  @Locked("arc:{name}")
+  public Uni<String> taggedUni(String name) {
+    return Uni.createFrom().item(tag.value());
   }
 }

@@ -14,6 +14,7 @@ import jakarta.inject.Inject;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.eclipse.microprofile.config.inject.ConfigProperty;
@@ -23,7 +24,8 @@ import org.junit.jupiter.api.Test;
  * Issue 16 under ArC: {@code @Locked} on a {@code CompletionStage} method is acquired without
  * blocking the caller, runs the method once held and holds until the stage completes;
  * {@code skipIfBusy} on a {@code Uni} completes with {@code null}; a fenced method sees its token
- * through {@code FencingToken.current()} in its synchronous part.
+ * through {@code FencingToken.current()} in its synchronous part; the method runs on a Holdfast
+ * thread with the caller's request context (Quarkus's context propagation, through Mutiny).
  */
 @QuarkusTest
 @WithTestResource(RedisTestResource.class)
@@ -35,6 +37,9 @@ class AsyncLockedArcTest {
 
   @Inject
   ArcAsyncJobs jobs;
+
+  @Inject
+  TaggedCaller caller;
 
   private LockClient otherClient() {
     return LockClient.create(Map.of("holdfast.redis.address", redisAddress));
@@ -89,5 +94,26 @@ class AsyncLockedArcTest {
         TimeUnit.SECONDS);
     assertTrue(first > 0, "token " + first);
     assertTrue(second > first, first + " then " + second);
+  }
+
+  @Test
+  void requestContext_isTheCallersInTheMethod_completionStageAndUni() throws Exception {
+    try (LockClient other = otherClient()) {
+      // Held elsewhere first: the method surely runs later, on the acquisition's thread.
+      DistributedLock held = other.getLock("arc:tagged");
+      held.lock();
+      CompletionStage<String> stage;
+      CompletionStage<String> uni;
+      try {
+        stage = caller.stage("request-1", "tagged");
+        uni = caller.uni("request-2", "tagged");
+      } finally {
+        held.unlock();
+      }
+      assertEquals("request-1", stage.toCompletableFuture().get(LONG.toSeconds(),
+          TimeUnit.SECONDS), "the CompletionStage method saw its caller's request");
+      assertEquals("request-2", uni.toCompletableFuture().get(LONG.toSeconds(),
+          TimeUnit.SECONDS), "the Uni method saw its subscriber's request");
+    }
   }
 }
