@@ -56,7 +56,7 @@ final class Hold {
   private Object heldEvent;
 
   private final ArrayDeque<Section> sections = new ArrayDeque<>();
-  private Pending pendingRelease;
+  private volatile Pending pendingRelease; // read by the loss paths of other threads
   /**
    * The request ids of the newest pending releases ({@value #SETTLED_KEPT} at most) that a
    * re-entry settled as having run: their sections closed without an unlock() call, so whoever

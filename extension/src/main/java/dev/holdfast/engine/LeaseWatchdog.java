@@ -104,8 +104,7 @@ final class LeaseWatchdog {
           if (engine.lose(h, LossCause.THREAD_ENDED, h.ownedByObject()
               ? "its LockHold was garbage collected without release()"
               : "its thread ended without unlock()")) {
-            engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), h.count(), "abandon",
-                engine.leaseOverAfter(leaseMillis)));
+            engine.oweAbandon(h, h.count(), leaseMillis);
           }
         } else if (h.watchdog()) {
           unconfirmed(h, now);
@@ -179,8 +178,8 @@ final class LeaseWatchdog {
   }
 
   private void forgetIfStale(Hold h, long now) {
-    if (h.cleanup() == null && (h.count() == 0 || !h.threadAlive()
-        || now - h.lostAt() > LOST_RETENTION_NANOS)) {
+    if ((h.count() == 0 || !h.threadAlive() || now - h.lostAt() > LOST_RETENTION_NANOS)
+        && engine.nothingOwed(h)) {
       engine.holds().remove(h.id, h);
     }
   }

@@ -554,8 +554,7 @@ public final class LockEngine implements AutoCloseable {
           + "within the watchdog timeout of " + watchdogMillis + "ms, so another client may "
           + "hold it now")) {
         // If Redis still has the field (it was slow, not gone), free the lock for others.
-        owe(hold, new Hold.Cleanup(nextRequestId(), hold.count(), "abandon",
-            leaseOverAfter(watchdogMillis)));
+        oweAbandon(hold, hold.count(), watchdogMillis);
       }
     } else {
       lose(hold, LossCause.LEASE_EXPIRED,
@@ -769,9 +768,35 @@ public final class LockEngine implements AutoCloseable {
 
   /** Drops a lost hold once its sections are unlocked and nothing is owed to Redis. */
   void forgetIfDone(Hold hold) {
-    if (!hold.active() && hold.count() == 0 && hold.cleanup() == null) {
+    if (!hold.active() && hold.count() == 0 && nothingOwed(hold)) {
       holds.remove(hold.id, hold);
     }
+  }
+
+  /**
+   * Whether lost {@code hold} owes Redis nothing, so that it may leave the registry. A release it
+   * left pending is owed then ({@link #oweAbandon}): dropped unsettled, a late copy of it would
+   * apply to the thread's next hold of the lock.
+   */
+  boolean nothingOwed(Hold hold) {
+    if (hold.cleanup() == null && hold.pendingRelease() != null) {
+      oweAbandon(hold, hold.count(), watchdogMillis);
+    }
+    return hold.cleanup() == null;
+  }
+
+  /**
+   * Owes the abandon of lost {@code hold}: its field removed if Redis still has it, settled under
+   * the release it left pending if any (that request sealed, no late copy of it applies to a
+   * newer hold of the thread's), else under a fresh request.
+   *
+   * @param leaseMillis the longest the field can still live by this hold's doing
+   */
+  void oweAbandon(Hold hold, int expected, long leaseMillis) {
+    Hold.Pending pending = hold.pendingRelease();
+    hold.pendingRelease(null);
+    owe(hold, new Hold.Cleanup(pending != null ? pending.requestId() : nextRequestId(), expected,
+        "abandon", leaseOverAfter(leaseMillis)));
   }
 
   private static void cancelDeadline(Hold hold) {

@@ -627,7 +627,9 @@ final class RedisLock implements FencedLock {
         if (hold.count() > 0) {
           throw lostBeforeReentry(hold);
         }
-        engine.settleNow(hold);
+        if (!engine.nothingOwed(hold)) {
+          engine.settleNow(hold); // a release left pending included: sealed before a new hold
+        }
         engine.holds().remove(id, hold);
         hold = null;
       } else if (hold != null && !hold.believedAt(now)) {
@@ -723,8 +725,7 @@ final class RedisLock implements FencedLock {
             + "; the stale hold is being removed");
       }
       if (engine.lose(hold, LossCause.COUNT_MISMATCH, reason)) {
-        engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
-            engine.leaseOverAfter(engine.watchdogMillis())));
+        engine.oweAbandon(hold, expected, engine.watchdogMillis());
       }
       throw lostBeforeReentry(hold);
     }
@@ -787,8 +788,7 @@ final class RedisLock implements FencedLock {
       } else if (!h.active()) {
         // Its deadline passed while the re-entry was in flight: the hold stays lost, and the
         // count the re-entry added must go too.
-        engine.owe(h, new Hold.Cleanup(engine.nextRequestId(), expected + 1, "abandon",
-            engine.leaseOverAfter(lease)));
+        engine.oweAbandon(h, expected + 1, lease);
         throw lostBeforeReentry(h);
       }
       if (token > 0) {
@@ -818,8 +818,7 @@ final class RedisLock implements FencedLock {
       }
       engine.lose(hold, LossCause.LEASE_EXPIRED, "a re-entry was answered only after the "
           + "hold's lease had run out");
-      engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected + 1, "abandon",
-          engine.leaseOverAfter(lease)));
+      engine.oweAbandon(hold, expected + 1, lease);
       throw lostBeforeReentry(hold);
     }
 
@@ -1235,8 +1234,7 @@ final class RedisLock implements FencedLock {
     } else if (engine.lose(hold, LossCause.COUNT_MISMATCH,
         "Redis has another hold count for " + hold.thisOwner() + " than the "
         + expected + " the client expected")) {
-      engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), expected, "abandon",
-          engine.leaseOverAfter(engine.watchdogMillis())));
+      engine.oweAbandon(hold, expected, engine.watchdogMillis());
     }
     throw closeLost(hold);
   }
@@ -1402,8 +1400,7 @@ final class RedisLock implements FencedLock {
     if (kept == -2) {
       if (engine.lose(hold, LossCause.COUNT_MISMATCH, "Redis has another hold count for this "
           + "thread than the 1 the client expected")) {
-        engine.owe(hold, new Hold.Cleanup(engine.nextRequestId(), 1, "abandon",
-            engine.leaseOverAfter(engine.watchdogMillis())));
+        engine.oweAbandon(hold, 1, engine.watchdogMillis());
       }
       throw closeLost(hold);
     }
