@@ -43,7 +43,11 @@ import java.util.stream.Collectors;
  *       held); every {@code LockLost} belongs to a hold the thread believed
  *       it held (detected between the start of its acquisition and its release), or to a member
  *       taken by a multi-lock acquisition of the thread that was still under way and gave no
- *       hold (members taken so far are held and renewed until it gives up).</li>
+ *       hold (members taken so far are held and renewed until it gives up). A RedLock's
+ *       {@code LockLost} names a member (one each); a re-entry of a RedLock refused
+ *       ({@code false}) is no sign of a loss (a round of votes may be refused while the thread
+ *       holds a majority), and its {@code IllegalMonitorStateException} (a majority answered
+ *       "not held") is one.</li>
  *   <li>{@code lost-calls}: once a loss was reported to the thread, or an explicit lease has
  *       run out with no watchdog section open (its upper bound plus
  *       {@value ModelActor#LEASE_TOLERANCE_MICROS} µs), unlock throws
@@ -52,7 +56,10 @@ import java.util.stream.Collectors;
  *       {@code LockException} when another member's release failed (its retry then reports
  *       the loss), and the retry of a final release sent before the lease ran out, whose answer
  *       was lost, may succeed or throw {@code LockException} (that hold ended when the release
- *       was sent: no loss is reported).</li>
+ *       was sent: no loss is reported). A RedLock is known lost once a majority of its members'
+ *       losses were reported, a forceUnlock of it ran, or its explicit lease ran out; the loss of
+ *       a minority leaves it maybe held, and its calls are not judged here (tag
+ *       {@value ModelActor#MEMBER_LOST}).</li>
  *   <li>{@code bounds}: every call returns within its bound (see {@link ModelSettings}); an
  *       interrupted {@code lockInterruptibly} within the quick bound of the interrupt.</li>
  *   <li>{@code outcomes}: no unexpected exception; {@code InterruptedException} only after an
@@ -61,7 +68,8 @@ import java.util.stream.Collectors;
  *       Redis did not fail), unless the call said "did not run" after being refused for all of
  *       its time ({@code timeout * (attempts + 1)}: a slot split longer than that).</li>
  *   <li>{@code episodes}: every hold episode ended (released, lost, or abandoned by a close).</li>
- *   <li>{@code fencing}: every fenced hold has a token; no two holds of a lock share one; a hold
+ *   <li>{@code fencing}: every fenced hold has a token (unless its client may have known it lost
+ *       as it was acquired: {@code getToken} gives none then); no two holds of a lock share one; a hold
  *       whose acquisition started after another's returned has a greater token (the
  *       {@code FencedLock} contract: greater than every token handed out before, by any client);
  *       a re-entry returns its hold's token.</li>
@@ -461,7 +469,10 @@ final class ModelJudge {
       return call.outcome().equals("IMSE");
     }
     if (isAcquisition(call) && call.a() > 0) {
-      return (call.outcome().equals("FALSE") && !settings.reentryMayBeRefused())
+      // A RedLock's re-entry is a round of votes, refused when a vote fails and another is a
+      // competitor's: refused, it says nothing about the majority the thread holds.
+      return (call.outcome().equals("FALSE") && !settings.reentryMayBeRefused()
+          && !ModelLocks.isRedLock(call.lock()))
           || (call.outcome().equals("LOCK_EXCEPTION")
           && ModelActor.mentionsLost(call.text()));
     }
@@ -613,6 +624,10 @@ final class ModelJudge {
       Map<Long, Episode> byToken = new HashMap<>();
       for (Episode ep : holds) {
         long token = ep.begin().c();
+        if (token <= 0 && knownLostOnReturn(ep)) {
+          excused.merge("no token: known lost as acquired", 1, Integer::sum);
+          continue;
+        }
         if (token <= 0) {
           violations.add(new Violation("fencing", ep.acquiredAt(), describe(ep)
               + " has no fencing token", List.of(ep.begin())));
@@ -656,6 +671,19 @@ final class ModelJudge {
             withEpisode(call)));
       }
     }
+  }
+
+  /**
+   * Whether the client may have known {@code ep} lost as its acquisition returned, when the
+   * actor read its token ({@code FencedLock#getToken}: a hold known lost has none): a loss
+   * reported by then, or a forceUnlock of the lock (by a thread of the same client, typically)
+   * that may have run by then.
+   */
+  private boolean knownLostOnReturn(Episode ep) {
+    long readAt = ep.acquiredAt() + TOLERANCE_MICROS;
+    return lostByEpisode.getOrDefault(ep.id(), List.of()).stream()
+        .anyMatch(l -> l.start() <= readAt)
+        || forceUnlockMayHaveRun(ep.begin().lock(), ep.callStart(), readAt);
   }
 
   private static long token(ModelEvent call) {
@@ -889,6 +917,8 @@ final class ModelJudge {
             .filter(e -> e.begin().lock().equals(ModelLocks.RETAKEN_MEMBER)).count()));
     f.put("multi-lock re-acquisitions finishing a failed unlock", Long.toString(calls.stream()
         .filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)).count()));
+    f.put("RedLock acquisitions (new holds / re-entries / refused / failed) / unlocks failed"
+        + " (LockException) / their retries (OK)", redLockFigures());
     f.put("re-entries", Long.toString(calls.stream()
         .filter(c -> isAcquisition(c) && c.a() > 0 && c.outcome().equals("OK")).count()));
     f.put("holds ended", count(episodes.values().stream().filter(e -> e.end() != null)
@@ -923,6 +953,40 @@ final class ModelJudge {
     f.put("holds by lock", count(new ArrayList<>(episodes.values()), ep -> ep.begin().lock()));
     f.put("violations", Integer.toString(violations.size()));
     return f;
+  }
+
+  /**
+   * How much the RedLock paths ran: its new holds, re-entries, acquisitions refused and failed
+   * (an exception), its unlocks that threw {@code LockException}, and the unlocks that retried
+   * one (with how many succeeded).
+   */
+  private String redLockFigures() {
+    List<ModelEvent> red = calls.stream().filter(c -> ModelLocks.isRedLock(c.lock())).toList();
+    long reentries = red.stream().filter(c -> isAcquisition(c) && c.a() > 0
+        && c.outcome().equals("OK")).count();
+    long refused = red.stream().filter(c -> isAcquisition(c) && c.outcome().equals("FALSE"))
+        .count();
+    long failed = red.stream().filter(c -> isAcquisition(c)
+        && c.outcome().equals("LOCK_EXCEPTION")).count();
+    long failedUnlocks = red.stream().filter(c -> isUnlock(c)
+        && c.outcome().equals("LOCK_EXCEPTION")).count();
+    long retries = 0;
+    long retriesOk = 0;
+    Map<String, ModelEvent> lastUnlock = new HashMap<>();
+    for (ModelEvent c : red) {
+      if (!isUnlock(c) || c.id().isEmpty()) {
+        continue;
+      }
+      ModelEvent previous = lastUnlock.put(c.id(), c);
+      if (previous != null && previous.outcome().equals("LOCK_EXCEPTION")) {
+        retries++;
+        retriesOk += c.outcome().equals("OK") ? 1 : 0;
+      }
+    }
+    long holds = episodes.values().stream()
+        .filter(ep -> ModelLocks.isRedLock(ep.begin().lock())).count();
+    return holds + " / " + reentries + " / " + refused + " / " + failed + " / " + failedUnlocks
+        + " / " + retries + " (" + retriesOk + ")";
   }
 
   private static String maxima(List<ModelEvent> calls) {
