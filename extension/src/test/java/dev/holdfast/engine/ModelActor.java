@@ -68,6 +68,8 @@ final class ModelActor implements Runnable {
    * RedLock may still be held (no expectation; see {@code Hold#maybeHeld}).
    */
   static final String MEMBER_LOST = "member-lost";
+  /** The tag of a RedLock acquisition's members held once it returned: {@code members=q0+q2}. */
+  static final String RED_MEMBERS_TAG = "members=";
   /** Share of new acquisitions (of 100) that go for the hot name, so that handoffs happen. */
   private static final int HOT_PERCENT = 35;
 
@@ -240,9 +242,14 @@ final class ModelActor implements Runnable {
     for (Hold hold : holds.values()) {
       if (hold.unlockFailingSince != 0) {
         pause(20 + random.nextInt(80));
-        // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire.
-        int pick = hold.lock.equals(ModelLocks.MULTI) ? random.nextInt(4) : 3;
-        if (pick < 2 && !holds.containsKey(ModelLocks.RETAKEN_MEMBER)) {
+        // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire (the
+        // MultiLock#unlock contract); of the RedLock's, a quarter take a member alone first.
+        int pick = switch (hold.lock) {
+          case ModelLocks.MULTI -> random.nextInt(4);
+          case ModelLocks.RED -> random.nextInt(4) == 0 ? 0 : 3;
+          default -> 3;
+        };
+        if (pick < 2 && !holds.containsKey(ModelLocks.retakenMember(hold.lock))) {
           retakeMemberThenRetry(hold);
         } else if (pick == 2 && hold.count() >= 2 && !hold.lost) {
           // The next call finishes the failed unlock whichever it is (MultiLock#unlock): an
@@ -461,6 +468,9 @@ final class ModelActor implements Runnable {
       fencingToken = t == null ? -1 : t;
       tag = join(tag, "token=" + fencingToken);
     }
+    if (acquired && ModelLocks.isRedLock(lock)) {
+      tag = join(tag, RED_MEMBERS_TAG + heldMembers(generation));
+    }
     if (acquired && finishesFailedUnlock) {
       // It completed the failed unlock first: that section is closed, then one re-entered.
       closeSection(existing, end);
@@ -509,6 +519,21 @@ final class ModelActor implements Runnable {
     }
   }
 
+  /**
+   * The RedLock members this thread holds, as its client's registry says (no I/O): which
+   * majority a round won, for the record.
+   */
+  private String heldMembers(ModelSlot.Generation generation) {
+    List<String> held = new ArrayList<>();
+    for (String member : ModelLocks.RED_MEMBERS) {
+      dev.holdfast.engine.Hold h = ((RedisLock) generation.client.getLock(member)).holdOf(threadId);
+      if (h != null && h.count() > 0) {
+        held.add(member);
+      }
+    }
+    return String.join("+", held);
+  }
+
   /** Closes the newest section of {@code hold} (an unlock, or an acquisition finishing one). */
   private static void closeSection(Hold hold, long end) {
     Section closed = hold.sections.pop();
@@ -530,15 +555,17 @@ final class ModelActor implements Runnable {
   }
 
   /**
-   * Between a failed unlock of the multi-lock and its retry, takes one of its members alone (a
-   * new hold of the thread's own, which the retry must leave alone: the acquisition settles a
-   * member release left in doubt first), retries the multi-lock's unlock, checks in the client's
-   * registry (no I/O) that the member's new hold still has its section, then releases it.
+   * Between a failed unlock of a composite lock (the multi-lock, the RedLock) and its retry,
+   * takes one of its members alone (a new hold of the thread's own, or a section of the one the
+   * composite still has there, which the retry must leave alone: the acquisition settles a
+   * member release left in doubt first), retries the composite's unlock, checks in the client's
+   * registry (no I/O) that the member's hold still has that section, then releases it.
    */
-  private void retakeMemberThenRetry(Hold multi) {
-    acquire(ModelLocks.RETAKEN_MEMBER, null, random.nextBoolean() ? Method.TRY : Method.TRY_WAIT);
-    unlock(multi);
-    Hold member = holds.get(ModelLocks.RETAKEN_MEMBER);
+  private void retakeMemberThenRetry(Hold composite) {
+    String retaken = ModelLocks.retakenMember(composite.lock);
+    acquire(retaken, null, random.nextBoolean() ? Method.TRY : Method.TRY_WAIT);
+    unlock(composite);
+    Hold member = holds.get(retaken);
     if (member == null) {
       return; // not taken, or dropped with its closed client
     }
@@ -546,8 +573,9 @@ final class ModelActor implements Runnable {
     dev.holdfast.engine.Hold inClient = ((RedisLock) handle).holdOf(threadId);
     if (!member.generation.closed() && (inClient == null || inClient.count() == 0)) {
       history.violation("member-retaken", label, "the retry of a failed unlock of '"
-          + multi.lock + "' [" + multi.episode + "] released the thread's own hold of its member '"
-          + member.lock + "' [" + member.episode + "], taken alone before the retry");
+          + composite.lock + "' [" + composite.episode + "] released the thread's own hold of"
+          + " its member '" + member.lock + "' [" + member.episode + "], taken alone before the"
+          + " retry");
     }
     unlock(member); // a failure is retried first by the next step, as for any hold
   }

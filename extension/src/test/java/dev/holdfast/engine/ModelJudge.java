@@ -918,7 +918,9 @@ final class ModelJudge {
     f.put("multi-lock re-acquisitions finishing a failed unlock", Long.toString(calls.stream()
         .filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)).count()));
     f.put("RedLock acquisitions (new holds / re-entries / refused / failed) / unlocks failed"
-        + " (LockException) / their retries (OK)", redLockFigures());
+        + " (LockException) / their retries (OK) / members taken alone before a retry"
+        + " / acquisitions returning with fewer than all members held",
+        redLockFigures());
     f.put("re-entries", Long.toString(calls.stream()
         .filter(c -> isAcquisition(c) && c.a() > 0 && c.outcome().equals("OK")).count()));
     f.put("holds ended", count(episodes.values().stream().filter(e -> e.end() != null)
@@ -957,8 +959,10 @@ final class ModelJudge {
 
   /**
    * How much the RedLock paths ran: its new holds, re-entries, acquisitions refused and failed
-   * (an exception), its unlocks that threw {@code LockException}, and the unlocks that retried
-   * one (with how many succeeded).
+   * (an exception), its unlocks that threw {@code LockException}, the unlocks that retried one
+   * (with how many succeeded), the holds of its member taken alone before such a retry, and the
+   * acquisitions that returned holding only a majority of members (a vote lost to a competitor's
+   * round, or failed).
    */
   private String redLockFigures() {
     List<ModelEvent> red = calls.stream().filter(c -> ModelLocks.isRedLock(c.lock())).toList();
@@ -985,8 +989,13 @@ final class ModelJudge {
     }
     long holds = episodes.values().stream()
         .filter(ep -> ModelLocks.isRedLock(ep.begin().lock())).count();
+    long retaken = episodes.values().stream()
+        .filter(ep -> ep.begin().lock().equals(ModelLocks.RED_RETAKEN_MEMBER)).count();
+    long partial = red.stream().filter(c -> isAcquisition(c) && c.outcome().equals("OK")
+        && c.tag().contains(ModelActor.RED_MEMBERS_TAG) && !c.tag().contains(
+            ModelActor.RED_MEMBERS_TAG + String.join("+", ModelLocks.RED_MEMBERS))).count();
     return holds + " / " + reentries + " / " + refused + " / " + failed + " / " + failedUnlocks
-        + " / " + retries + " (" + retriesOk + ")";
+        + " / " + retries + " (" + retriesOk + ") / " + retaken + " / " + partial;
   }
 
   private static String maxima(List<ModelEvent> calls) {

@@ -28,7 +28,9 @@ import java.util.Set;
  *       taken alone between a failed unlock of the multi-lock and its retry;</li>
  *   <li>{@value #RED}: a RedLock ({@link LockClient#getRedLock}) over the exclusive locks
  *       {@code q0}, {@code q1} and {@code q2} of the actor's own client, which nothing else
- *       takes. The contract wants one server per member; here all three live on the run's one
+ *       takes — but for {@value #RED_RETAKEN_MEMBER}, taken alone between a failed unlock of
+ *       the RedLock and its retry (the first member asked: the one a fault starting during an
+ *       unlock leaves released). The contract wants one server per member; here all three live on the run's one
  *       Redis (or cluster), which exercises every client-side path of a RedLock (rounds of
  *       votes, split votes between competitors, the quorum of 2, a minority lost, failed member
  *       releases owed as give-backs) — but not independent server failures: a fault hits every
@@ -55,6 +57,8 @@ final class ModelLocks {
   static final List<String> RED_MEMBERS = List.of("q0", "q1", "q2");
   /** How many members a RedLock over {@link #RED_MEMBERS} needs: a majority. */
   static final int RED_QUORUM = RED_MEMBERS.size() / 2 + 1;
+  /** As {@link #RETAKEN_MEMBER}, for the RedLock. */
+  static final String RED_RETAKEN_MEMBER = "q0";
 
   private ModelLocks() {
   }
@@ -99,6 +103,11 @@ final class ModelLocks {
    */
   static boolean composite(String key) {
     return key.equals(MULTI) || key.equals(RED);
+  }
+
+  /** The member of a composite lock an actor may take alone before retrying its unlock. */
+  static String retakenMember(String key) {
+    return key.equals(MULTI) ? RETAKEN_MEMBER : RED_RETAKEN_MEMBER;
   }
 
   static boolean isRedLock(String key) {
