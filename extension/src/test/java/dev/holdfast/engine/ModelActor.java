@@ -243,10 +243,10 @@ final class ModelActor implements Runnable {
       if (hold.unlockFailingSince != 0) {
         pause(20 + random.nextInt(80));
         // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire (the
-        // MultiLock#unlock contract); of the RedLock's, a quarter take a member alone first.
+        // MultiLock#unlock contract); of the RedLock's, half take a member alone first.
         int pick = switch (hold.lock) {
           case ModelLocks.MULTI -> random.nextInt(4);
-          case ModelLocks.RED -> random.nextInt(4) == 0 ? 0 : 3;
+          case ModelLocks.RED -> random.nextBoolean() ? 0 : 3;
           default -> 3;
         };
         if (pick < 2 && !holds.containsKey(ModelLocks.retakenMember(hold.lock))) {

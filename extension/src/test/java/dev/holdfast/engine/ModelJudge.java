@@ -28,7 +28,11 @@ import java.util.stream.Collectors;
  *       may have run up to {@value #LATE_FORCE_MICROS} µs later) and it was not then released
  *       normally (a release that succeeded only when retried after its final release got no
  *       answer does not count: the retry settles that release without saying whether the hold
- *       was still there).</li>
+ *       was still there). A RedLock's windows are under its key; the loss of any of its members
+ *       excuses as a loss does (a newer RedLock hold took a member of the older's majority, which
+ *       the older must have lost; which members each hold had is not known here, so this is
+ *       laxer than it could be — its actor does no more work once a member's loss is
+ *       reported).</li>
  *   <li>{@code holdcount}: {@code getHoldCount()} in a quiet period (no fault active during the
  *       call nor in the watchdog timeout + 1 s before it) equals the model's count (0 once a
  *       loss is known), unless a loss was reported by the end of the call, a forceUnlock may
