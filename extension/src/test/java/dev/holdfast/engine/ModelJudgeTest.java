@@ -597,6 +597,43 @@ class ModelJudgeTest {
     assertEquals(List.of(), checks());
   }
 
+  /**
+   * The known defect {@code RedLockTest#unlock_majorityForceUnlocked_firstVoteNeverWon_saysLost}:
+   * a lost RedLock's IllegalMonitorStateException quotes its first member's "not held" when the
+   * round never won that member. Counted, not a violation — only for a member its acquisition
+   * returned without; its loss must still have been reported first.
+   */
+  @Test
+  void redLock_imseQuotingAMemberNeverWon_isTheKnownDefect_notAViolation() {
+    String rl = ModelLocks.RED;
+    episode(rl, "a", "A", 1, T, T + 10, T + 3_000_000, "LOST");
+    call(rl, "A", 1, "a", "tryLock()", "OK", T, 0, 1, ModelActor.RED_MEMBERS_TAG + "q1+q2", "");
+    lost("q1", "A", 1, T + 1_000_000);
+    lost("q2", "A", 1, T + 1_000_000);
+    call(rl, "A", 1, "a", "unlock", "IMSE", T + 2_000_000, 1, 0, "lost:reported", "RedLock "
+        + "redlock[q0, q1, q2] is not held by thread A (id 1): Lock 'q0' is not held by thread A"
+        + " (id 1)");
+    ModelJudge judge = new ModelJudge(SETTINGS, events);
+    assertEquals(List.of(), judge.judge());
+    assertEquals("{" + ModelJudge.RED_IMSE_NOT_HELD + "=1}", judge.figures(0,
+        java.util.Map.of(), 0).get("known library defects met (not violations)"));
+
+    events.replaceAll(e -> e.op().equals("tryLock()") ? new ModelEvent(e.kind(), e.proc(),
+        e.client(), e.actor(), e.threadId(), e.lock(), e.id(), e.op(), e.outcome(), e.start(),
+        e.end(), e.a(), e.b(), e.c(), ModelActor.RED_MEMBERS_TAG + "q0+q1+q2", e.text()) : e);
+    assertEquals(List.of("loss-report"), checks(), "q0 was won: it must say lost");
+
+    // Run standalone -7797125210153282437: the first member's error quoted instead.
+    events.removeIf(e -> e.outcome().equals("IMSE"));
+    call(ModelLocks.RED, "A", 1, "a", "unlock", "IMSE", T + 2_000_000, 1, 0, "lost:reported",
+        "RedLock redlock[q0, q1, q2] was held by thread A (id 1) on 0 of 3 servers at unlock(), "
+        + "fewer than a majority (2); all were released where possible. First failure: Redis did"
+        + " not answer the release script on key q0: java.net.SocketTimeoutException");
+    assertEquals(List.of(), checks());
+    events.removeIf(e -> e.kind() == Kind.LOST);
+    assertEquals(List.of("loss-report"), checks(), "no LockLost before it: still a violation");
+  }
+
   private void fenced(String id, String client, long thread, long start, long acquired,
       long token) {
     events.add(new ModelEvent(Kind.EPISODE_BEGIN, "p0", client, client, thread, "x0", id,

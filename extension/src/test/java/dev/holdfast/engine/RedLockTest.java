@@ -72,6 +72,11 @@ class RedLockTest {
     }
   }
 
+  /** Why the two probes below are disabled: the defect they show. */
+  private static final String IMSE_MESSAGE_DEFECT = "defect: RedLock#unlock's "
+      + "IllegalMonitorStateException quotes the first member's failure only: 'not held' (a vote "
+      + "never won) or a server's error, never 'lost', when the others' losses made it";
+
   /**
    * The {@code DistributedLock#unlock} contract: the IllegalMonitorStateException says whether
    * the lock was lost rather than never held — also when the first server is one whose vote the
@@ -80,9 +85,7 @@ class RedLockTest {
    * a member never held answers "is not held".
    */
   @Test
-  @Disabled("defect: RedLock#unlock's IllegalMonitorStateException quotes the first member's "
-      + "failure only; when that member's vote was never won, it says 'not held' of a lost "
-      + "RedLock")
+  @Disabled(IMSE_MESSAGE_DEFECT)
   void unlock_majorityForceUnlocked_firstVoteNeverWon_saysLost() throws Exception {
     List<LockClient> rival = process();
     DistributedLock first = rival.get(0).getLock("res");
@@ -96,6 +99,26 @@ class RedLockTest {
         lock::unlock);
     assertTrue(ModelActor.mentionsLost(e.getMessage()), "says lost: " + e.getMessage());
     first.unlock();
+  }
+
+  /**
+   * As above, with the first server down at unlock(): its error is quoted (LockModelTest seed
+   * -7797125210153282437: "was held … on 0 of 3 servers …, fewer than a majority (2) …: Redis
+   * did not answer"), not the losses that make the IllegalMonitorStateException.
+   */
+  @Test
+  @Disabled(IMSE_MESSAGE_DEFECT)
+  void unlock_majorityForceUnlocked_firstServerDown_saysLost() {
+    List<LockClient> rival = process();
+    DistributedLock lock = redLock(process(), "res");
+    lock.lock();
+    rival.get(1).getLock("res").forceUnlock();
+    rival.get(2).getLock("res").forceUnlock();
+    redis1.server().kill();
+
+    IllegalMonitorStateException e = assertThrows(IllegalMonitorStateException.class,
+        lock::unlock);
+    assertTrue(ModelActor.mentionsLost(e.getMessage()), "says lost: " + e.getMessage());
   }
 
   @Test
