@@ -63,6 +63,13 @@ final class ModelActor implements Runnable {
   private static final int KEEP_ONE_IN = 6;
   /** The tag of an acquisition of the multi-lock that finished a failed unlock of it first. */
   static final String FINISHES_FAILED_UNLOCK = "finishes-failed-unlock";
+  /**
+   * The tag of a call on a RedLock whose thread knows of a minority of its members lost: the
+   * RedLock may still be held (no expectation; see {@code Hold#maybeHeld}).
+   */
+  static final String MEMBER_LOST = "member-lost";
+  /** The tag of a RedLock acquisition's members held once it returned: {@code members=q0+q2}. */
+  static final String RED_MEMBERS_TAG = "members=";
   /** Share of new acquisitions (of 100) that go for the hot name, so that handoffs happen. */
   private static final int HOT_PERCENT = 35;
 
@@ -124,6 +131,15 @@ final class ModelActor implements Runnable {
     long busyUntil;
     /** LockLost reports up to this detection time (µs) may be about the other side: ignored. */
     long ambiguousUpTo;
+    /** A RedLock's members whose loss was reported to the thread during this episode. */
+    final java.util.Set<String> lostMembers = new java.util.HashSet<>();
+    /**
+     * Lost as far as windows go, but maybe still held: a RedLock of which the thread knows only
+     * the loss of a minority of members (or a re-entry that a member's loss made fail), which may
+     * leave it holding a majority. The thread does no more work under it and winds it down, and
+     * the model expects nothing of its calls ({@link #MEMBER_LOST}).
+     */
+    boolean maybeHeld;
 
     Hold(String episode, String lock, ModelSlot.Generation generation, long callStart) {
       this.episode = episode;
@@ -156,7 +172,7 @@ final class ModelActor implements Runnable {
     /** The model's expectation for a call on this hold starting at {@code start}. */
     String expectation(long start) {
       if (lost) {
-        return "lost:reported";
+        return maybeHeld ? MEMBER_LOST : "lost:reported";
       }
       if (!watchdogOpen() && count() > 0
           && start > Math.max(fixedUpper, watchdogClosedAt) + LEASE_TOLERANCE_MICROS) {
@@ -226,9 +242,14 @@ final class ModelActor implements Runnable {
     for (Hold hold : holds.values()) {
       if (hold.unlockFailingSince != 0) {
         pause(20 + random.nextInt(80));
-        // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire.
-        int pick = hold.lock.equals(ModelLocks.MULTI) ? random.nextInt(4) : 3;
-        if (pick < 2 && !holds.containsKey(ModelLocks.RETAKEN_MEMBER)) {
+        // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire (the
+        // MultiLock#unlock contract); of the RedLock's, half take a member alone first.
+        int pick = switch (hold.lock) {
+          case ModelLocks.MULTI -> random.nextInt(4);
+          case ModelLocks.RED -> random.nextBoolean() ? 0 : 3;
+          default -> 3;
+        };
+        if (pick < 2 && !holds.containsKey(ModelLocks.retakenMember(hold.lock))) {
           retakeMemberThenRetry(hold);
         } else if (pick == 2 && hold.count() >= 2 && !hold.lost) {
           // The next call finishes the failed unlock whichever it is (MultiLock#unlock): an
@@ -273,7 +294,8 @@ final class ModelActor implements Runnable {
     if (any.lost) {
       // Close the lost sections; now and then try to re-enter, which the contract refuses, or
       // check the hold as a transaction's commit would, which must not pass it.
-      if (r < 150 && any.owned == null) {
+      // (Not a RedLock that may still be held: a re-entry could take a lost member afresh.)
+      if (r < 150 && any.owned == null && !any.maybeHeld) {
         acquire(any.lock, any, pickMethod(true, false));
       } else if (r < 300) {
         commitCheck(any);
@@ -338,8 +360,8 @@ final class ModelActor implements Runnable {
   // ---- acquisitions ----
 
   private void acquire(String lock, Hold existing, Method method) {
-    if (method.owned() && ModelLocks.MULTI.equals(lock)) {
-      method = Method.TRY_WAIT; // a multi-lock has no LockHold (bounded, as a hold's wait is)
+    if (method.owned() && ModelLocks.composite(lock)) {
+      method = Method.TRY_WAIT; // a composite lock has no LockHold (bounded, as a hold's wait is)
     }
     ModelSlot.Generation generation = existing != null ? existing.generation : slot.current();
     DistributedLock handle = ModelLocks.handle(generation.client, lock);
@@ -446,6 +468,9 @@ final class ModelActor implements Runnable {
       fencingToken = t == null ? -1 : t;
       tag = join(tag, "token=" + fencingToken);
     }
+    if (acquired && ModelLocks.isRedLock(lock)) {
+      tag = join(tag, RED_MEMBERS_TAG + heldMembers(generation));
+    }
     if (acquired && finishesFailedUnlock) {
       // It completed the failed unlock first: that section is closed, then one re-entered.
       closeSection(existing, end);
@@ -472,6 +497,14 @@ final class ModelActor implements Runnable {
         hold.fixedUpper = Math.max(hold.fixedUpper, end + leaseMillis * 1_000);
       }
       after = hold.count();
+    } else if (existing != null && ModelLocks.isRedLock(lock)) {
+      // A RedLock's re-entry is a round of votes like any: a vote that failed and one taken by
+      // a competitor's round refuse it (FALSE) while the thread holds a majority. One failing
+      // with a member's "lost" shows that member lost, not (yet) the majority.
+      if (outcome.equals("LOCK_EXCEPTION") && mentionsLost(message) && !existing.lost) {
+        existing.lost = true;
+        existing.maybeHeld = true;
+      }
     } else if (existing != null && ((outcome.equals("FALSE") && !settings.reentryMayBeRefused())
         || (outcome.equals("LOCK_EXCEPTION") && mentionsLost(message)))) {
       // A re-entry refused: the hold is gone as far as this thread can tell.
@@ -484,6 +517,21 @@ final class ModelActor implements Runnable {
     if (outcome.equals("ISE")) {
       dropHoldsOfClosedClients();
     }
+  }
+
+  /**
+   * The RedLock members this thread holds, as its client's registry says (no I/O): which
+   * majority a round won, for the record.
+   */
+  private String heldMembers(ModelSlot.Generation generation) {
+    List<String> held = new ArrayList<>();
+    for (String member : ModelLocks.RED_MEMBERS) {
+      dev.holdfast.engine.Hold h = ((RedisLock) generation.client.getLock(member)).holdOf(threadId);
+      if (h != null && h.count() > 0) {
+        held.add(member);
+      }
+    }
+    return String.join("+", held);
   }
 
   /** Closes the newest section of {@code hold} (an unlock, or an acquisition finishing one). */
@@ -507,15 +555,17 @@ final class ModelActor implements Runnable {
   }
 
   /**
-   * Between a failed unlock of the multi-lock and its retry, takes one of its members alone (a
-   * new hold of the thread's own, which the retry must leave alone: the acquisition settles a
-   * member release left in doubt first), retries the multi-lock's unlock, checks in the client's
-   * registry (no I/O) that the member's new hold still has its section, then releases it.
+   * Between a failed unlock of a composite lock (the multi-lock, the RedLock) and its retry,
+   * takes one of its members alone (a new hold of the thread's own, or a section of the one the
+   * composite still has there, which the retry must leave alone: the acquisition settles a
+   * member release left in doubt first), retries the composite's unlock, checks in the client's
+   * registry (no I/O) that the member's hold still has that section, then releases it.
    */
-  private void retakeMemberThenRetry(Hold multi) {
-    acquire(ModelLocks.RETAKEN_MEMBER, null, random.nextBoolean() ? Method.TRY : Method.TRY_WAIT);
-    unlock(multi);
-    Hold member = holds.get(ModelLocks.RETAKEN_MEMBER);
+  private void retakeMemberThenRetry(Hold composite) {
+    String retaken = ModelLocks.retakenMember(composite.lock);
+    acquire(retaken, null, random.nextBoolean() ? Method.TRY : Method.TRY_WAIT);
+    unlock(composite);
+    Hold member = holds.get(retaken);
     if (member == null) {
       return; // not taken, or dropped with its closed client
     }
@@ -523,8 +573,9 @@ final class ModelActor implements Runnable {
     dev.holdfast.engine.Hold inClient = ((RedisLock) handle).holdOf(threadId);
     if (!member.generation.closed() && (inClient == null || inClient.count() == 0)) {
       history.violation("member-retaken", label, "the retry of a failed unlock of '"
-          + multi.lock + "' [" + multi.episode + "] released the thread's own hold of its member '"
-          + member.lock + "' [" + member.episode + "], taken alone before the retry");
+          + composite.lock + "' [" + composite.episode + "] released the thread's own hold of"
+          + " its member '" + member.lock + "' [" + member.episode + "], taken alone before the"
+          + " retry");
     }
     unlock(member); // a failure is retried first by the next step, as for any hold
   }
@@ -567,6 +618,7 @@ final class ModelActor implements Runnable {
         closeSection(hold, end);
         if (outcome.equals("IMSE")) {
           hold.lost = true;
+          hold.maybeHeld = false; // a RedLock's: a majority answered that it is not held
         }
       }
       case "ISE" -> {
@@ -589,7 +641,7 @@ final class ModelActor implements Runnable {
         hold.episode, op, outcome, start, end, before, hold.count(),
         settings.quickBoundMicros(), expectation, message);
     if (hold.count() == 0 && holds.get(hold.lock) == hold) {
-      endEpisode(hold, hold.lost ? "LOST" : "UNLOCKED", end, "");
+      endEpisode(hold, hold.lost && !hold.maybeHeld ? "LOST" : "UNLOCKED", end, "");
     }
     if (outcome.equals("ISE")) {
       dropHoldsOfClosedClients();
@@ -692,7 +744,7 @@ final class ModelActor implements Runnable {
     boolean inRedis = random.nextBoolean();
     long start = ModelEvent.now();
     boolean plain = hold.unlockFailingSince == 0 && hold.ambiguousUpTo == 0;
-    int expected = hold.lost ? CHECK_LOST
+    int expected = hold.lost ? (hold.maybeHeld ? CHECK_UNSURE : CHECK_LOST)
         : plain && (hold.watchdogOpen() || start + WINDOW_MARGIN_MICROS < hold.earliestEnd())
         ? CHECK_HELD : CHECK_UNSURE;
     String outcome;
@@ -764,6 +816,7 @@ final class ModelActor implements Runnable {
         if (h.generation == generation
             && ModelLocks.probeName(h.lock).equals(ModelLocks.probeName(lock))) {
           h.lost = true;
+          h.maybeHeld = false; // a RedLock keeps at most one member: a minority
         }
       }
     }
@@ -799,6 +852,10 @@ final class ModelActor implements Runnable {
   /** Marks holds lost for which this thread's client has reported a LockLost. */
   private void noticeLosses() {
     for (Hold hold : holds.values()) {
+      if (ModelLocks.isRedLock(hold.lock)) {
+        noticeMemberLosses(hold);
+        continue;
+      }
       for (String name : ModelLocks.reportedNames(hold.lock)) {
         long lostAt = hold.generation.lostAt(hold.owner, name);
         if (hold.lost || lostAt < hold.callStart || lostAt <= hold.ambiguousUpTo) {
@@ -812,6 +869,26 @@ final class ModelActor implements Runnable {
           hold.lost = true;
         }
       }
+    }
+  }
+
+  /**
+   * A RedLock is lost once a majority of its members is reported lost; a minority leaves it
+   * maybe held (it may hold the others), which the thread treats as lost for its work.
+   */
+  private void noticeMemberLosses(Hold hold) {
+    boolean before = hold.lost;
+    for (String name : ModelLocks.RED_MEMBERS) {
+      if (hold.generation.lostAt(hold.owner, name) >= hold.callStart) {
+        hold.lostMembers.add(name);
+      }
+    }
+    if (hold.lostMembers.size() >= ModelLocks.RED_QUORUM) {
+      hold.lost = true;
+      hold.maybeHeld = false;
+    } else if (!hold.lostMembers.isEmpty() && !before) {
+      hold.lost = true;
+      hold.maybeHeld = true;
     }
   }
 

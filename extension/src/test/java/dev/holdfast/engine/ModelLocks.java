@@ -25,12 +25,24 @@ import java.util.Set;
  *       read (the contract's downgrade) and never read then write (an upgrade, refused);</li>
  *   <li>{@value #MULTI}: a multi-lock ({@link LockClient#getMultiLock}) over the exclusive locks
  *       {@code n0} and {@code n1}, which nothing else takes — but for {@value #RETAKEN_MEMBER},
- *       taken alone between a failed unlock of the multi-lock and its retry.</li>
+ *       taken alone between a failed unlock of the multi-lock and its retry;</li>
+ *   <li>{@value #RED}: a RedLock ({@link LockClient#getRedLock}) over the exclusive locks
+ *       {@code q0}, {@code q1} and {@code q2} of the actor's own client, which nothing else
+ *       takes — but for {@value #RED_RETAKEN_MEMBER}, taken alone between a failed unlock of
+ *       the RedLock and its retry (the first member asked: the one a fault starting during an
+ *       unlock leaves released). The contract wants one server per member; here all three live on the run's one
+ *       Redis (or cluster), which exercises every client-side path of a RedLock (rounds of
+ *       votes, split votes between competitors, the quorum of 2, a minority lost, failed member
+ *       releases owed as give-backs) — but not independent server failures: a fault hits every
+ *       member at once. The probe sees it under its key, and its {@code LockLost} events name
+ *       its members: the loss of one is the loss of a minority, which does not end the hold by
+ *       itself.</li>
  * </ul>
  */
 final class ModelLocks {
   /** The keys of every run. */
-  static final List<String> KEYS = List.of("f0", "m0", "mm", "r0/1w", "r0/2r", "x0", "{m0}");
+  static final List<String> KEYS =
+      List.of("f0", "m0", "mm", "r0/1w", "r0/2r", "rl", "x0", "{m0}");
   static final String HOT = "m0";
   /** A second exclusive lock whose unlock channel is {@value #HOT}'s (Redisson's naming). */
   static final String HOT_TWIN = "{m0}";
@@ -41,6 +53,12 @@ final class ModelLocks {
    * and its retry ({@code ModelActor#retakeMemberThenRetry}): the only use of a member alone.
    */
   static final String RETAKEN_MEMBER = "n1";
+  static final String RED = "rl";
+  static final List<String> RED_MEMBERS = List.of("q0", "q1", "q2");
+  /** How many members a RedLock over {@link #RED_MEMBERS} needs: a majority. */
+  static final int RED_QUORUM = RED_MEMBERS.size() / 2 + 1;
+  /** As {@link #RETAKEN_MEMBER}, for the RedLock. */
+  static final String RED_RETAKEN_MEMBER = "q0";
 
   private ModelLocks() {
   }
@@ -49,6 +67,10 @@ final class ModelLocks {
   static DistributedLock handle(LockClient client, String key) {
     if (key.equals(MULTI)) {
       return client.getMultiLock(MULTI_MEMBERS.stream().map(client::getLock)
+          .toArray(DistributedLock[]::new));
+    }
+    if (key.equals(RED)) {
+      return client.getRedLock(RED_MEMBERS.stream().map(client::getLock)
           .toArray(DistributedLock[]::new));
     }
     if (isReadWrite(key)) {
@@ -75,9 +97,26 @@ final class ModelLocks {
     return key.startsWith("x");
   }
 
-  /** Whether {@code unlockAfter} keeps this lock held (a multi-lock is a plain unlock). */
+  /**
+   * Whether the key is a lock over other locks (the multi-lock, the RedLock): held by a thread
+   * only, with no {@code LockHold}.
+   */
+  static boolean composite(String key) {
+    return key.equals(MULTI) || key.equals(RED);
+  }
+
+  /** The member of a composite lock an actor may take alone before retrying its unlock. */
+  static String retakenMember(String key) {
+    return key.equals(MULTI) ? RETAKEN_MEMBER : RED_RETAKEN_MEMBER;
+  }
+
+  static boolean isRedLock(String key) {
+    return key.equals(RED);
+  }
+
+  /** Whether {@code unlockAfter} keeps this lock held (a composite lock's is a plain unlock). */
   static boolean keepable(String key) {
-    return !key.equals(MULTI);
+    return !composite(key);
   }
 
   /**
@@ -91,6 +130,7 @@ final class ModelLocks {
 
   /** The lock names a {@code LockLost} for a hold of {@code key} may carry. */
   static Set<String> reportedNames(String key) {
-    return key.equals(MULTI) ? Set.copyOf(MULTI_MEMBERS) : Set.of(probeName(key));
+    return key.equals(MULTI) ? Set.copyOf(MULTI_MEMBERS)
+        : key.equals(RED) ? Set.copyOf(RED_MEMBERS) : Set.of(probeName(key));
   }
 }

@@ -26,8 +26,12 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  * the move itself.
  */
 final class ModelMigrations implements ModelFaultDriver {
-  /** The Redis names of every lock of {@link ModelLocks#KEYS} (the multi-lock's members). */
-  static final List<String> NAMES = List.of("f0", "m0", "n0", "n1", "r0", "x0");
+  /**
+   * The Redis names of every lock of {@link ModelLocks#KEYS} (the multi-lock's and the
+   * RedLock's members).
+   */
+  static final List<String> NAMES =
+      List.of("f0", "m0", "n0", "n1", "q0", "q1", "q2", "r0", "x0");
 
   private final RedisClusterSetup cluster;
   private final ModelHistory history;

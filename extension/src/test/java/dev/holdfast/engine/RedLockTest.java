@@ -22,6 +22,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import redis.clients.jedis.Jedis;
@@ -69,6 +70,55 @@ class RedLockTest {
     try (Jedis jedis = server.admin()) {
       return jedis.exists(key);
     }
+  }
+
+  /** Why the two probes below are disabled: the defect they show. */
+  private static final String IMSE_MESSAGE_DEFECT = "defect: RedLock#unlock's "
+      + "IllegalMonitorStateException quotes the first member's failure only: 'not held' (a vote "
+      + "never won) or a server's error, never 'lost', when the others' losses made it";
+
+  /**
+   * The {@code DistributedLock#unlock} contract: the IllegalMonitorStateException says whether
+   * the lock was lost rather than never held — also when the first server is one whose vote the
+   * RedLock never won. Found while making {@code LockModelTest} drive a RedLock (its judge's
+   * {@code loss-report} rule): {@code RedLock#unlock} quotes the first member's failure only, and
+   * a member never held answers "is not held".
+   */
+  @Test
+  @Disabled(IMSE_MESSAGE_DEFECT)
+  void unlock_majorityForceUnlocked_firstVoteNeverWon_saysLost() throws Exception {
+    List<LockClient> rival = process();
+    DistributedLock first = rival.get(0).getLock("res");
+    first.lock();
+    DistributedLock lock = redLock(process(), "res");
+    assertTrue(lock.tryLock(), "servers 2 and 3: a majority");
+    rival.get(1).getLock("res").forceUnlock();
+    rival.get(2).getLock("res").forceUnlock();
+
+    IllegalMonitorStateException e = assertThrows(IllegalMonitorStateException.class,
+        lock::unlock);
+    assertTrue(ModelActor.mentionsLost(e.getMessage()), "says lost: " + e.getMessage());
+    first.unlock();
+  }
+
+  /**
+   * As above, with the first server down at unlock(): its error is quoted (LockModelTest seed
+   * -7797125210153282437: "was held … on 0 of 3 servers …, fewer than a majority (2) …: Redis
+   * did not answer"), not the losses that make the IllegalMonitorStateException.
+   */
+  @Test
+  @Disabled(IMSE_MESSAGE_DEFECT)
+  void unlock_majorityForceUnlocked_firstServerDown_saysLost() {
+    List<LockClient> rival = process();
+    DistributedLock lock = redLock(process(), "res");
+    lock.lock();
+    rival.get(1).getLock("res").forceUnlock();
+    rival.get(2).getLock("res").forceUnlock();
+    redis1.server().kill();
+
+    IllegalMonitorStateException e = assertThrows(IllegalMonitorStateException.class,
+        lock::unlock);
+    assertTrue(ModelActor.mentionsLost(e.getMessage()), "says lost: " + e.getMessage());
   }
 
   @Test
