@@ -129,8 +129,9 @@ final class MultiLock extends CompositeLock {
       int[] counts = new int[red.members().size()];
       for (int i = 0; i < counts.length; i++) {
         RedisLock part = (RedisLock) red.members().get(i);
-        holds.add(part.holdOf(threadId));
-        counts[i] = part.releaseStartsFrom(threadId);
+        Hold hold = part.holdOf(threadId);
+        holds.add(hold);
+        counts[i] = RedisLock.releaseStartsFrom(hold);
       }
       return new Before(holds, counts);
     }

@@ -190,7 +190,8 @@ final class RedLock extends CompositeLock {
    * member (the RedLock's next unlock() or acquisition included) releases it first.
    *
    * @throws IllegalMonitorStateException if a majority of members answered that this thread
-   *     does not hold them (never held, or lost); the members' exceptions are suppressed
+   *     does not hold them (never held, or lost); its message quotes a member's loss if there
+   *     was one (the RedLock was lost, not never held); the members' exceptions are suppressed
    * @throws LockException if fewer than a majority could be released otherwise, because servers
    *     failed to answer
    */
@@ -200,16 +201,22 @@ final class RedLock extends CompositeLock {
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
     List<Undone> undone = new ArrayList<>();
+    IllegalMonitorStateException lost = null; // a member's loss: what the exception quotes
     for (DistributedLock m : group.members()) {
-      int from = ((RedisLock) m).releaseStartsFrom(threadId);
+      RedisLock member = (RedisLock) m;
+      Hold hold = member.holdOf(threadId);
+      int from = RedisLock.releaseStartsFrom(hold);
       try {
         m.unlock();
         released++;
       } catch (IllegalMonitorStateException e) {
         failures.add(e);
+        if (lost == null && hold != null && !hold.active()) {
+          lost = e;
+        }
       } catch (RuntimeException e) {
         failures.add(e);
-        undone.add(new Undone((RedisLock) m, from));
+        undone.add(new Undone(member, from));
       }
     }
     long notHeld = failures.stream().filter(IllegalMonitorStateException.class::isInstance)
@@ -233,12 +240,16 @@ final class RedLock extends CompositeLock {
       }
       return;
     }
+    // A member's loss is quoted first: the caller must learn "lost", not "never held" from a
+    // member whose vote was never won, nor a server's error.
+    RuntimeException quoted = lost != null ? lost : failures.get(0);
     String message = released == 0 && notHeld == failures.size()
-        ? "RedLock " + getName() + " is not held by " + thread() + ": "
-            + failures.get(0).getMessage()
+        ? "RedLock " + getName() + (lost != null ? " was lost by " : " is not held by ")
+            + thread() + ": " + quoted.getMessage()
         : "RedLock " + getName() + " was held by " + thread() + " on " + released + " of "
             + group.size() + " servers at unlock(), fewer than a majority (" + quorum + "); "
-            + "all were released where possible. First failure: " + failures.get(0).getMessage();
+            + "all were released where possible. " + (lost != null ? "Lost: " : "First failure: ")
+            + quoted.getMessage();
     RuntimeException thrown = onlyNotHeld ? new IllegalMonitorStateException(message)
         : new LockException(message, failures.stream()
             .filter(e -> !(e instanceof IllegalMonitorStateException)).findFirst().orElseThrow());

@@ -985,11 +985,10 @@ final class RedisLock implements FencedLock {
   }
 
   /**
-   * {@return the count the thread's next release of this lock starts from: its hold's count,
-   * less a give-back owed (finished first); 0 if none}
+   * {@return the count a thread's next release of a lock starts from: its {@code hold}'s count,
+   * less the give-backs owed (finished first); 0 if none}
    */
-  int releaseStartsFrom(long threadId) {
-    Hold hold = holdOf(threadId);
+  static int releaseStartsFrom(Hold hold) {
     return hold == null ? 0 : hold.count() - hold.giveBacksOwed();
   }
 

@@ -38,7 +38,6 @@ import java.util.stream.Collectors;
  *       loss is known), unless a loss was reported by the end of the call, a forceUnlock may
  *       have hit the hold, or the client was closed.</li>
  *   <li>{@code loss-report}: an {@code IllegalMonitorStateException} from unlock says "lost"
- *       (but for a known defect, {@link #RED_IMSE_NOT_HELD}, counted in the figures);
  *       the first sign of a loss to the thread (that exception, a re-entry refused — except
  *       with replica acknowledgement, which refuses a re-entry no replica acknowledged — or a
  *       re-entry failing with "lost") comes after a {@code LockLost} for that hold (same client,
@@ -151,22 +150,6 @@ final class ModelJudge {
   private final Map<String, Long> clientClosedAt = new HashMap<>();
   private final List<Violation> violations = new ArrayList<>();
   private final Map<String, Integer> excused = new TreeMap<>();
-  /**
-   * Library defects known, reproduced by a disabled test and reported, that a run may meet:
-   * counted and shown in the figures instead of failing every run that meets them.
-   */
-  private final Map<String, Integer> knownDefects = new TreeMap<>();
-  /**
-   * {@code RedLockTest#unlock_majorityForceUnlocked_quotesTheKnownDefect_saysLost} and
-   * {@code …_firstServerDown_saysLost}.
-   */
-  static final String RED_IMSE_NOT_HELD =
-      "RedLock IMSE quoting its first member's 'not held' or error, not the losses";
-  private static final java.util.regex.Pattern FIRST_MEMBER_NOT_HELD =
-      java.util.regex.Pattern.compile("^RedLock .*?Lock '([^']+)' is not held");
-  /** RedLock#unlock's message for fewer than a majority released, its first failure an error. */
-  private static final java.util.regex.Pattern FIRST_MEMBER_FAILED = java.util.regex.Pattern
-      .compile("^RedLock .* was held by .* fewer than a majority .*First failure: (?!Lock ')");
   private int overlaps;
 
   ModelJudge(ModelSettings settings, List<ModelEvent> events) {
@@ -441,9 +424,6 @@ final class ModelJudge {
   private void checkLossReports() {
     for (ModelEvent call : calls) {
       if (isUnlock(call) && call.outcome().equals("IMSE")
-          && !ModelActor.mentionsLost(call.text()) && quotesTheKnownDefect(call)) {
-        knownDefects.merge(RED_IMSE_NOT_HELD, 1, Integer::sum);
-      } else if (isUnlock(call) && call.outcome().equals("IMSE")
           && !ModelActor.mentionsLost(call.text())) {
         violations.add(new Violation("loss-report", call.start(), "unlock of a hold the thread"
             + " believed it had threw IllegalMonitorStateException without saying \"lost\"",
@@ -485,32 +465,6 @@ final class ModelJudge {
           + lost.threadId() + " of client " + ModelEvent.shortId(lost.client()) + " on '"
           + lost.lock() + "', which that thread did not believe it held then", List.of(lost)));
     }
-  }
-
-  /**
-   * Whether {@code call}, a RedLock's unlock throwing IllegalMonitorStateException without
-   * "lost", quotes the first member's failure that is no answer of a loss — a server's error, or
-   * the "not held" of a member that an acquisition of its hold returned without (the members it
-   * recorded): the known defect {@link #RED_IMSE_NOT_HELD}, which says nothing of whether the
-   * thread held the RedLock. Its sign of loss is still judged as any.
-   */
-  private boolean quotesTheKnownDefect(ModelEvent call) {
-    if (!ModelLocks.isRedLock(call.lock())) {
-      return false;
-    }
-    if (FIRST_MEMBER_FAILED.matcher(call.text()).find()) {
-      return true;
-    }
-    java.util.regex.Matcher m = FIRST_MEMBER_NOT_HELD.matcher(call.text());
-    if (!m.find()) {
-      return false;
-    }
-    String member = m.group(1);
-    return callsByEpisode.getOrDefault(call.id(), List.of()).stream().anyMatch(c ->
-        isAcquisition(c) && c.outcome().equals("OK")
-        && c.tag().contains(ModelActor.RED_MEMBERS_TAG) && !List.of(c.tag().substring(
-            c.tag().indexOf(ModelActor.RED_MEMBERS_TAG) + ModelActor.RED_MEMBERS_TAG.length())
-            .split("[+,]")).contains(member));
   }
 
   /** A call by which the thread learns its hold is gone. */
@@ -1003,8 +957,6 @@ final class ModelJudge {
     f.put("fenced holds", Long.toString(episodes.values().stream()
         .filter(ep -> ep.begin().c() > 0).count()));
     f.put("holds by lock", count(new ArrayList<>(episodes.values()), ep -> ep.begin().lock()));
-    f.put("known library defects met (not violations)", knownDefects.isEmpty() ? "0"
-        : knownDefects.toString());
     f.put("violations", Integer.toString(violations.size()));
     return f;
   }

@@ -22,7 +22,6 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import redis.clients.jedis.Jedis;
@@ -72,20 +71,14 @@ class RedLockTest {
     }
   }
 
-  /** Why the two probes below are disabled: the defect they show. */
-  private static final String IMSE_MESSAGE_DEFECT = "defect: RedLock#unlock's "
-      + "IllegalMonitorStateException quotes the first member's failure only: 'not held' (a vote "
-      + "never won) or a server's error, never 'lost', when the others' losses made it";
-
   /**
    * The {@code DistributedLock#unlock} contract: the IllegalMonitorStateException says whether
    * the lock was lost rather than never held — also when the first server is one whose vote the
    * RedLock never won. Found while making {@code LockModelTest} drive a RedLock (its judge's
-   * {@code loss-report} rule): {@code RedLock#unlock} quotes the first member's failure only, and
-   * a member never held answers "is not held".
+   * {@code loss-report} rule): {@code RedLock#unlock} quoted the first member's failure only, and
+   * a member never held answers "is not held"; it now quotes a member's loss first.
    */
   @Test
-  @Disabled(IMSE_MESSAGE_DEFECT)
   void unlock_majorityForceUnlocked_firstVoteNeverWon_saysLost() throws Exception {
     List<LockClient> rival = process();
     DistributedLock first = rival.get(0).getLock("res");
@@ -107,7 +100,6 @@ class RedLockTest {
    * did not answer"), not the losses that make the IllegalMonitorStateException.
    */
   @Test
-  @Disabled(IMSE_MESSAGE_DEFECT)
   void unlock_majorityForceUnlocked_firstServerDown_saysLost() {
     List<LockClient> rival = process();
     DistributedLock lock = redLock(process(), "res");
