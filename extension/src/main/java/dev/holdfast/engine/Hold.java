@@ -3,6 +3,8 @@ package dev.holdfast.engine;
 import java.lang.ref.WeakReference;
 import java.util.ArrayDeque;
 import java.util.LinkedHashSet;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -84,7 +86,9 @@ final class Hold {
   private volatile long confirmedUntil;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
   private volatile long lostAt;
-  private final AtomicReference<Cleanup> cleanup = new AtomicReference<>();
+  // Oldest first. A debt is never replaced by a newer one: the older request may have been
+  // sent, and unsettled, a late copy of it could apply to the thread's next hold.
+  private final Queue<Cleanup> cleanups = new ConcurrentLinkedQueue<>();
   /** Guarded by this. */
   private long epoch;
   /** Guarded by this. */
@@ -149,7 +153,7 @@ final class Hold {
     Hold h = new Hold(names, threadId, field, names.name());
     h.lostReason.set("never granted: the outcome of its acquisition is being settled");
     h.lostAt = System.nanoTime();
-    h.cleanup.set(cleanup);
+    h.cleanups.add(cleanup);
     return h;
   }
 
@@ -539,16 +543,19 @@ final class Hold {
 
   // ---- Redis work owed ----
 
+  /** {@return the oldest Redis work this hold owes, or null if it owes none} */
   Cleanup cleanup() {
-    return cleanup.get();
+    return cleanups.peek();
   }
 
+  /** Adds {@code owed} to what this hold owes, after anything owed before. */
   void owe(Cleanup owed) {
-    cleanup.set(owed);
+    cleanups.add(owed);
   }
 
+  /** {@return whether {@code done} was owed, and is no more} */
   boolean settled(Cleanup done) {
-    return cleanup.compareAndSet(done, null);
+    return cleanups.remove(done);
   }
 
   @Override

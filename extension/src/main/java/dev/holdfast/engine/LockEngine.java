@@ -83,6 +83,10 @@ public final class LockEngine implements AutoCloseable {
   private final ExecutorService events;
   private final AtomicLong requests = new AtomicLong();
   private final AtomicBoolean cleanupRunning = new AtomicBoolean();
+  // Set by every request for a cleanup round, cleared by the round that serves it: a debt owed
+  // while a round runs (settling one debt can owe another) is served by another round, never
+  // dropped because the running one refused the start.
+  private final AtomicBoolean cleanupWanted = new AtomicBoolean();
   private final long watchdogMillis;
   private final long markerMillis;
   private final long sealMillis;
@@ -793,10 +797,18 @@ public final class LockEngine implements AutoCloseable {
    * @param leaseMillis the longest the field can still live by this hold's doing
    */
   void oweAbandon(Hold hold, int expected, long leaseMillis) {
+    owe(hold, new Hold.Cleanup(abandonRequest(hold), expected, "abandon",
+        leaseOverAfter(leaseMillis)));
+  }
+
+  /**
+   * {@return the request to settle an abandon of {@code hold} under: the release it left
+   * pending, taken off the hold (settling the abandon seals it), else a fresh one}
+   */
+  String abandonRequest(Hold hold) {
     Hold.Pending pending = hold.pendingRelease();
     hold.pendingRelease(null);
-    owe(hold, new Hold.Cleanup(pending != null ? pending.requestId() : nextRequestId(), expected,
-        "abandon", leaseOverAfter(leaseMillis)));
+    return pending != null ? pending.requestId() : nextRequestId();
   }
 
   private static void cancelDeadline(Hold hold) {
@@ -825,17 +837,39 @@ public final class LockEngine implements AutoCloseable {
       return;
     }
     try {
-      scheduler.schedule(() -> {
-        if (cleanupRunning.compareAndSet(false, true) && !runIo(this::cleanupRound)) {
-          cleanupRunning.set(false);
-        }
-      }, delayMillis, TimeUnit.MILLISECONDS);
+      scheduler.schedule(this::startCleanup, delayMillis, TimeUnit.MILLISECONDS);
     } catch (RejectedExecutionException e) {
       // closing
     }
   }
 
-  private void cleanupRound() {
+  private void startCleanup() {
+    cleanupWanted.set(true);
+    if (cleanupRunning.compareAndSet(false, true) && !runIo(this::cleanupRounds)) {
+      cleanupRunning.set(false);
+    }
+  }
+
+  /** Cleanup rounds until none is wanted; a round that left debts unsettled retries later. */
+  private void cleanupRounds() {
+    long retryMillis = -1;
+    try {
+      while (cleanupWanted.getAndSet(false)) {
+        retryMillis = cleanupRound();
+      }
+    } finally {
+      cleanupRunning.set(false);
+    }
+    if (cleanupWanted.get()) {
+      startCleanup(); // wanted after the loop's last look, refused by this run's flag
+    }
+    if (retryMillis >= 0) {
+      scheduleCleanup(retryMillis);
+    }
+  }
+
+  /** {@return when to retry, in ms, or -1: every debt this round found was settled} */
+  private long cleanupRound() {
     boolean again = false;
     boolean pastLease = true;
     try {
@@ -846,32 +880,27 @@ public final class LockEngine implements AutoCloseable {
         }
       }
       for (Hold h : owing) {
-        Hold.Cleanup c = h.cleanup();
-        if (c == null) {
-          continue;
-        }
-        try {
-          settle(h, c);
-        } catch (RedisUnavailableException e) {
-          // Past its lease, what the request did has expired, but its seal still matters: an
-          // unsealed copy arriving late would apply to the thread's next hold. So it stays owed
-          // (the thread's next acquisition settles it first) and is retried, less often.
-          again = true;
-          pastLease &= System.nanoTime() - c.leaseOverAt() > 0;
-        } catch (RuntimeException e) {
-          LOG.log(Level.WARNING, "Cleaning up " + h + " failed: " + e.getMessage());
-          h.settled(c);
-          forgetIfDone(h);
+        for (Hold.Cleanup c = h.cleanup(); c != null; c = h.cleanup()) { // oldest first
+          try {
+            settle(h, c);
+          } catch (RedisUnavailableException e) {
+            // Past its lease, what the request did has expired, but its seal still matters: an
+            // unsealed copy arriving late would apply to the thread's next hold. So it stays
+            // owed (the thread's next acquisition settles it first) and is retried, less often.
+            again = true;
+            pastLease &= System.nanoTime() - c.leaseOverAt() > 0;
+            break;
+          } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "Cleaning up " + h + " failed: " + e.getMessage());
+            h.settled(c);
+            forgetIfDone(h);
+          }
         }
       }
     } catch (Throwable t) {
       LOG.log(Level.ERROR, "Unexpected error while settling lock requests", t);
-    } finally {
-      cleanupRunning.set(false);
     }
-    if (again) {
-      scheduleCleanup(pastLease ? CLEANUP_PAST_LEASE_RETRY_MS : CLEANUP_RETRY_MS);
-    }
+    return !again ? -1 : pastLease ? CLEANUP_PAST_LEASE_RETRY_MS : CLEANUP_RETRY_MS;
   }
 
   /**
@@ -881,8 +910,7 @@ public final class LockEngine implements AutoCloseable {
    * @throws RedisUnavailableException if Redis does not answer
    */
   void settleNow(Hold hold) {
-    Hold.Cleanup c = hold.cleanup();
-    if (c != null) {
+    for (Hold.Cleanup c = hold.cleanup(); c != null; c = hold.cleanup()) {
       settle(hold, c);
     }
   }

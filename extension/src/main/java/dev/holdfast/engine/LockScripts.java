@@ -21,7 +21,8 @@ package dev.holdfast.engine;
  *       a fenced grant records the token it was given;</li>
  *   <li>{@code n:<pttl>} — a sealed acquisition ran and found the lock held by someone else;</li>
  *   <li>{@code x:<n>} — the request was resolved by {@link #RESOLVE}: a copy arriving later (a
- *       retry queued behind a paused server or a slow network) is refused.</li>
+ *       retry queued behind a paused server or a slow network) is refused; {@code x:<n>:1}
+ *       when an abandon resolved it.</li>
  * </ul>
  * The first attempt of a call writes no marker (except a final release), so the common path
  * costs one extra read of a missing key.
@@ -79,8 +80,9 @@ final class LockScripts {
    * left none) and, if there is one, its {@code letter} ({@code 'd'} ran, {@code 'n'} found the
    * lock held, {@code 'r'} was refused, {@code 'x'} was settled), its number {@code recorded}
    * (the count the request left, the pttl it found, or the refusal's reply) and {@code given}
-   * (the token a fenced grant was given, or the count a refusal found; 0 if none). The only place that parses
-   * a marker: a marker without a token parses the same.
+   * (the token a fenced grant was given, the count a refusal found, 1 for a request an abandon
+   * settled; 0 if none). The only place that parses a marker: a marker without a token parses
+   * the same.
    */
   private static final String MARKER = """
       local marker = redis.call('get', KEYS[2])
@@ -264,12 +266,15 @@ final class LockScripts {
 
   /**
    * What every resolve script starts with ({@link #RESOLVE}'s KEYS and ARGV), after the kind's
-   * helpers: {@link #MARKER}; a request resolved before answers as it did; else {@code outcome}
-   * ('d' if its marker says it ran), the caller's {@code count}, and the {@code target} count it
-   * settles to. The kind's body follows; it records {@code x:<target>} in the marker.
+   * helpers: {@link #MARKER}; a request resolved before answers as it did — except to an abandon
+   * when no abandon resolved it: the client gives a hold up under a request whose earlier
+   * resolve may have run unanswered, and the field must go all the same; else {@code outcome}
+   * ('d' if its marker says it ran), the caller's {@code count}, the {@code target} count it
+   * settles to and the {@code seal} the kind's body records in the marker: {@code x:<target>},
+   * or {@code x:<target>:1} for an abandon (the mark that stops its own late copies).
    */
   private static final String RESOLVE_PROLOGUE = MARKER + """
-      if letter == 'x' then
+      if letter == 'x' and (ARGV[3] ~= 'abandon' or given == 1) then
         return {recorded, 'x'}
       end
       local outcome = ''
@@ -283,6 +288,10 @@ final class LockScripts {
         target = 0
       elseif ARGV[3] == 'acquire' and count == expected + 1 then
         target = expected
+      end
+      local seal = 'x:' .. target
+      if ARGV[3] == 'abandon' then
+        seal = seal .. ':1'
       end
       """;
 
@@ -465,12 +474,14 @@ final class LockScripts {
    * ARGV[3] 'acquire': undo it if it ran (a fresh acquisition's field is removed whatever its
    *                    count: the thread holds nothing else);
    *         'release': keep whatever it did, only report it;
-   *         'abandon': the hold is given up: remove the caller's field
+   *         'abandon': the hold is given up: remove the caller's field (even if the request
+   *                    was resolved before, unless by an abandon)
    * ARGV[4] 'publish' or 'spublish'
    * ARGV[5] unlock channel
    * ARGV[6] how long the marker lives, in ms
    * returns {count, outcome}: the caller's count after settling, and 'd' if the request is known
-   *         to have run (its marker said so), 'x' if it was settled before, '' otherwise
+   *         to have run (its marker said so), 'x' if it was settled before (and nothing was
+   *         done), '' otherwise
    * </pre>
    */
   static final LockScript RESOLVE = resolveScript("resolve", "", """
@@ -478,7 +489,7 @@ final class LockScripts {
       if last then
         redis.call(ARGV[4], ARGV[5], '0')
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      redis.call('set', KEYS[2], seal, 'px', ARGV[6])
       if last then
         redis.call('del', KEYS[1])
       elseif target == 0 and count > 0 then
@@ -808,7 +819,7 @@ final class LockScripts {
       if last or headChanged then
         wakeHead(KEYS[3], ARGV[4], ARGV[5])
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      redis.call('set', KEYS[2], seal, 'px', ARGV[6])
       if last then
         redis.call('del', KEYS[1])
       elseif target == 0 and count > 0 then
@@ -1020,7 +1031,7 @@ final class LockScripts {
       if target == 0 and count > 0 then
         local live, longest, dead = readers(KEYS[1], prefix, '')
         redis.call(ARGV[4], ARGV[5], '1')
-        redis.call('set', KEYS[2], 'x:0', 'px', ARGV[6])
+        redis.call('set', KEYS[2], seal, 'px', ARGV[6])
         if live == 0 then
           redis.call('del', KEYS[1])
         else
@@ -1033,7 +1044,7 @@ final class LockScripts {
         end
         return {0, outcome}
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      redis.call('set', KEYS[2], seal, 'px', ARGV[6])
       if target ~= count then
         redis.call('hset', KEYS[1], ARGV[1], target)
       end
@@ -1185,7 +1196,7 @@ final class LockScripts {
       local prefix = KEYS[3]
       local mode = redis.call('hget', KEYS[1], 'mode')
       if target == count or count == 0 then
-        redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+        redis.call('set', KEYS[2], seal, 'px', ARGV[6])
         return {target, outcome}
       end
       local live, longest, dead = readers(KEYS[1], prefix, ARGV[1])
@@ -1198,7 +1209,7 @@ final class LockScripts {
       if free or (mode == 'read' and longest > 0 and longest < redis.call('pttl', KEYS[1])) then
         redis.call(ARGV[4], ARGV[5], '0')
       end
-      redis.call('set', KEYS[2], 'x:' .. target, 'px', ARGV[6])
+      redis.call('set', KEYS[2], seal, 'px', ARGV[6])
       drop_keys(prefix, ARGV[1], target + 1, count)
       if free then
         redis.call('del', KEYS[1])

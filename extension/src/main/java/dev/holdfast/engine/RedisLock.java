@@ -1032,14 +1032,9 @@ final class RedisLock implements FencedLock {
     while (hold.count() > 1) {
       hold.closeNewest();
     }
-    // Settled under a release left pending, if any, as a final release in doubt is: once that
-    // request is settled no late copy of it applies (to a newer hold of the thread's).
-    Hold.Pending pending = hold.pendingRelease();
-    hold.pendingRelease(null);
     long leaseLeft = hold.leaseLeftMillis(System.nanoTime(), engine.watchdogMillis());
     hold.ending(true);
-    engine.endInDoubt(hold, pending != null ? pending.requestId() : engine.nextRequestId(),
-        "abandon", leaseLeft);
+    engine.endInDoubt(hold, engine.abandonRequest(hold), "abandon", leaseLeft);
   }
 
   /** Marks the newest section of {@code hold} owed as a give-back if the failed call left it. */

@@ -120,9 +120,18 @@ class RedLockLostMemberAttackTest {
   private void nothingLingers(Scene c) {
     String prefix = c.prefix();
     RedisLock r3 = c.r3();
-    Await.until(Duration.ofSeconds(30), () -> proxy.pendingRequestBytes() == 0
-        && !redisState.exists(prefix + "-3") && r3.holdOf(threadId()) == null,
-        "r3's late copies delivered, its field gone, its hold forgotten");
+    long thread = threadId();
+    try {
+      Await.until(Duration.ofSeconds(30), () -> proxy.pendingRequestBytes() == 0
+          && !redisState.exists(prefix + "-3") && r3.holdOf(thread) == null,
+          "r3's late copies delivered, its field gone, its hold forgotten");
+    } catch (AssertionError e) {
+      Hold left = r3.holdOf(thread);
+      throw new AssertionError(e.getMessage() + ": " + proxy.pendingRequestBytes()
+          + " request bytes held, r3 in Redis " + redisState.exists(prefix + "-3")
+          + ", hold " + left + (left == null ? "" : " (cleanup " + left.cleanup() + ", pending "
+          + left.pendingRelease() + ")"), e);
+    }
     assertEquals(0, r3.getHoldCount());
     assertFalse(r3.isHeldByCurrentThread());
     retakeTakesAllThree(c.red(), c.b(), prefix);

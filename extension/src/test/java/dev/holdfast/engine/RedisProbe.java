@@ -26,6 +26,12 @@ record RedisProbe(RedisServer server) {
     }
   }
 
+  String get(String key) {
+    try (Jedis jedis = server.admin()) {
+      return jedis.get(key);
+    }
+  }
+
   long pttl(String key) {
     try (Jedis jedis = server.admin()) {
       return jedis.pttl(key);

@@ -52,8 +52,10 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * renewal of one client's holds (single- or cross-slot RENEW), KEEP ({@code holdAtLeast}), a
  * TRANSFER from {@code c1:1} to {@code c1:2} or back, FORCE_RELEASE by another client, expiry
  * ({@code PEXPIRE key 1} or {@code DEL}; for a read-write lock also one reader's own timeout
- * keys), a late copy of an earlier send, a RELEASE by an owner that holds nothing, and a fair
- * waiter leaving the queue. Every owner's call is answered, or runs with its reply lost, or is
+ * keys), a late copy of an earlier send, a RELEASE by an owner that holds nothing, a fair
+ * waiter leaving the queue, and an owner giving its hold up while Redis keeps the field (its
+ * thread ended, its deadline passed): RESOLVE 'abandon', under the request it left in doubt if
+ * any, as the client owes it. Every owner's call is answered, or runs with its reply lost, or is
  * delayed (it runs at a later step, or never); the owner then knows only what the client would.
  *
  * <p><b>The oracle</b> keeps, per owner and lock side, the count the owner believes, whether
@@ -219,7 +221,7 @@ class ScriptPropertyTest {
 
   enum Op {
     ACQUIRE, RELEASE, RESEND, SETTLE, RENEW, KEEP, TRANSFER, FORCE_RELEASE, EXPIRE, EXPIRE_READER,
-    LATE_COPY, NON_OWNER_RELEASE, FAIR_LEAVE
+    LATE_COPY, NON_OWNER_RELEASE, FAIR_LEAVE, GIVE_UP
   }
 
   /** What becomes of one send. */
@@ -240,7 +242,7 @@ class ScriptPropertyTest {
         Tuple.of(5, Op.SETTLE), Tuple.of(4, Op.RENEW), Tuple.of(keeps ? 10 : 3, Op.KEEP),
         Tuple.of(4, Op.TRANSFER), Tuple.of(2, Op.FORCE_RELEASE), Tuple.of(keeps ? 8 : 4, Op.EXPIRE),
         Tuple.of(2, Op.EXPIRE_READER), Tuple.of(keeps ? 10 : 6, Op.LATE_COPY),
-        Tuple.of(2, Op.NON_OWNER_RELEASE), Tuple.of(1, Op.FAIR_LEAVE));
+        Tuple.of(2, Op.NON_OWNER_RELEASE), Tuple.of(1, Op.FAIR_LEAVE), Tuple.of(3, Op.GIVE_UP));
     Arbitrary<Delivery> deliveries = Arbitraries.frequency(Tuple.of(6, Delivery.ANSWERED),
         Tuple.of(3, Delivery.REPLY_LOST), Tuple.of(2, Delivery.DELAYED));
     return Combinators.combine(ops, Arbitraries.integers().between(0, OWNERS.size() - 1),
@@ -270,6 +272,7 @@ class ScriptPropertyTest {
             + (lock == 1 ? (queues ? " queues" : " single-try") : "");
         case RELEASE, KEEP, RESEND, SETTLE -> op.name().toLowerCase() + " " + who + " " + side
             + " (or the next that can)" + how;
+        case GIVE_UP -> "give-up " + who + " " + side + " (or the next that can)" + how;
         case LATE_COPY -> "late-copy of " + who + " " + side + " (or the next)";
         case RENEW -> "renew " + client(who) + (flag ? " across-slots" : "") + how;
         case TRANSFER -> "transfer from " + who + " (or the next that can)" + how;
@@ -447,6 +450,7 @@ class ScriptPropertyTest {
         case LATE_COPY -> lateCopy(s);
         case NON_OWNER_RELEASE -> nonOwnerRelease(holder(s.owner(), s.lock(), s.write()), s);
         case FAIR_LEAVE -> fairLeave(holder(s.owner(), 1, false));
+        case GIVE_UP -> giveUp(s);
         default -> throw new IllegalStateException(s.op().name());
       }
       check();
@@ -693,6 +697,26 @@ class ScriptPropertyTest {
       removeKeys(keys, false);
       note("expired the read lease of " + h);
       endBelief(h);
+    }
+
+    /**
+     * The owner's belief ends while Redis may still have its field — its thread ended, or its
+     * deadline passed with Redis slow to answer — and it owes the abandon as the client does
+     * ({@link LockEngine#oweAbandon}): under the release it left in doubt (also when a RESOLVE
+     * of that release was sent and got no answer, so Redis may have sealed it already), or
+     * under a re-entry's request whose RESOLVE got no answer; else under a fresh request.
+     */
+    private void giveUp(Step s) {
+      Holder h = choose(s, x -> x.count > 0 && !x.kept && !x.revoked && (x.pending == null
+          || x.pending.req() == Req.RELEASE || (x.pending.req() == Req.RESOLVE
+          && x.pending.expected() > 0 && !"abandon".equals(x.pending.settle()))));
+      if (h == null) {
+        return;
+      }
+      String id = h.pending == null ? nextId() : h.pending.id();
+      h.pending = new Pending(Req.RESOLVE, id, h.count, "abandon", false, false, false);
+      h.count = 0;
+      answer(h, send(resolveCall(h, h.pending), s.delivery()));
     }
 
     /** A hold whose belief ended but of which Redis still has {@code count}: clean it up. */
