@@ -9,21 +9,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
-import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import dev.holdfast.engine.LockObserver.LossCause;
 import dev.holdfast.testing.Await;
-import dev.holdfast.testing.FaultProxy;
-import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * What a lost hold owes Redis ({@link Hold#cleanup()}, settled by {@link LockEngine}'s cleanup
@@ -31,32 +24,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * owed while a round settles another is not dropped, a newer debt never replaces an older one —
  * and an abandon removes the field even when the request it is owed under was settled already.
  */
-class OwedCleanupTest {
-
-  @RegisterExtension
-  static final RedisExtension redis = RedisExtension.standalone();
-
-  @RegisterExtension
-  final Clients clients = new Clients();
-
-  RedisProbe redisState;
-  FaultProxy proxy;
-
-  @BeforeEach
-  void setUp() throws Exception {
-    redis.flushAll();
-    redisState = new RedisProbe(redis.server());
-    proxy = new FaultProxy(redis.server().port());
-  }
-
-  @AfterEach
-  void tearDown() {
-    proxy.close();
-  }
-
-  private LockClient direct() {
-    return clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-  }
+class OwedCleanupTest extends ProxiedClientFixture {
 
   private static void assertSealed(String marker, String what) {
     assertTrue(marker != null && marker.startsWith("x:0"), what + ": " + marker);
@@ -76,7 +44,7 @@ class OwedCleanupTest {
    */
   @Test
   void debtOwedWhileARoundSettlesAnother_isSettledToo() {
-    LockClient client = direct();
+    LockClient client = a;
     LockEngine engine = Clients.engine(client);
     for (int run = 0; run < 20; run++) {
       RedisLock lock = (RedisLock) client.getLock("owed-" + run);
@@ -109,7 +77,7 @@ class OwedCleanupTest {
    */
   @Test
   void newerDebt_neverReplacesAnOlderOne() {
-    LockClient client = direct();
+    LockClient client = a;
     LockEngine engine = Clients.engine(client);
     RedisLock lock = (RedisLock) client.getLock("owed-twice");
     lock.lock();
@@ -139,11 +107,7 @@ class OwedCleanupTest {
    */
   @Test
   void threadEndsAfterUnansweredSettleOfPendingRelease_fieldRemovedAtOnce() throws Exception {
-    LockClient b = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-        LockClientConfig.TIMEOUT, "500ms"));
-    DistributedLock warm = b.getLock("warm");
-    warm.lock(); // scripts loaded: a dropped reply below is always a script's
-    warm.unlock();
+    LockClient b = viaProxy("500ms", "30s");
     RedisLock lock = (RedisLock) b.getLock("ended");
     AtomicReference<String> pendingId = new AtomicReference<>();
     AtomicReference<Hold> held = new AtomicReference<>();
@@ -181,9 +145,9 @@ class OwedCleanupTest {
     assertFalse(redisState.exists("ended"), "the dead thread's field removed at once, not "
         + "left to its TTL (" + redisState.pttl("ended") + " ms left)");
     assertEquals("x:0:1", marker(held.get(), pendingId.get()), "sealed by the abandon");
-    DistributedLock rival = direct().getLock("ended");
-    assertTrue(rival.tryLock(), "a rival takes it at once");
-    rival.unlock();
+    DistributedLock rivals = rival.getLock("ended");
+    assertTrue(rivals.tryLock(), "a rival takes it at once");
+    rivals.unlock();
     assertNull(lock.holdOf(me));
   }
 }

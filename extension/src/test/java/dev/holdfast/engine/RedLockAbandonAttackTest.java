@@ -7,20 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
-import dev.holdfast.LockClientConfig;
-import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.FaultProxy;
-import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Attack round 10 on {@link RedisLock#oweFailedRelease} with {@code from == 1} (commit 1a2a703):
@@ -30,47 +24,13 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * whose delay holds requests back and delivers them late (200 ms timeout, 5 s watchdog). Round
  * 11 (commit bde09e1, the abandon settled under the pending release) added the last two probes.
  */
-class RedLockAbandonAttackTest {
+class RedLockAbandonAttackTest extends ProxiedClientFixture {
 
-  @RegisterExtension
-  static final RedisExtension redis = RedisExtension.standalone();
-
-  @RegisterExtension
-  final Clients clients = new Clients();
-
-  FaultProxy proxy;
-  RedisProbe redisState;
-  LockClient a;
   LockClient bw;
-  LockClient rival;
 
   @BeforeEach
-  void setUp() throws Exception {
-    redis.flushAll();
-    redisState = new RedisProbe(redis.server());
-    proxy = new FaultProxy(redis.server().port());
-    a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    for (int attempt = 1; bw == null; attempt++) {
-      try {
-        bw = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-            LockClientConfig.TIMEOUT, "200ms", LockClientConfig.WATCHDOG_TIMEOUT, "5s"));
-      } catch (LockException e) {
-        if (attempt == 5) {
-          throw e; // a loaded machine may miss one 200 ms handshake, not five
-        }
-      }
-    }
-    DistributedLock warm = bw.getLock("warm");
-    warm.lock();
-    warm.lock();
-    warm.unlock();
-    warm.unlock();
-  }
-
-  @AfterEach
-  void tearDown() {
-    proxy.close();
+  void setUp() {
+    bw = viaProxy("200ms", "5s");
   }
 
   private DistributedLock red(String prefix) {

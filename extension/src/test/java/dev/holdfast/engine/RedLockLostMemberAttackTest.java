@@ -9,20 +9,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
-import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import dev.holdfast.LockLost;
 import dev.holdfast.testing.Await;
-import dev.holdfast.testing.FaultProxy;
-import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
-import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Attack round 12 on {@link RedisLock#oweFailedRelease} (commit 2d37717): a RedLock member whose
@@ -32,53 +25,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * client {@link #a} (direct) and {@code <p>-3} on a client made per probe ({@link #viaProxy})
  * through a {@link FaultProxy}; {@link #rival} is a third client, direct.
  */
-class RedLockLostMemberAttackTest {
-
-  @RegisterExtension
-  static final RedisExtension redis = RedisExtension.standalone();
-
-  @RegisterExtension
-  final Clients clients = new Clients();
-
-  FaultProxy proxy;
-  RedisProbe redisState;
-  LockClient a;
-  LockClient rival;
-
-  @BeforeEach
-  void setUp() throws Exception {
-    redis.flushAll();
-    redisState = new RedisProbe(redis.server());
-    proxy = new FaultProxy(redis.server().port());
-    a = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-    rival = clients.create(Map.of(LockClientConfig.ADDRESS, redis.server().uri()));
-  }
-
-  @AfterEach
-  void tearDown() {
-    proxy.close();
-  }
-
-  /** A client through {@link #proxy}, its scripts loaded (a held NOSCRIPT would mean no run). */
-  private LockClient viaProxy(String timeout, String watchdog) {
-    LockClient client = null;
-    for (int attempt = 1; client == null; attempt++) {
-      try {
-        client = clients.create(Map.of(LockClientConfig.ADDRESS, proxy.uri(),
-            LockClientConfig.TIMEOUT, timeout, LockClientConfig.WATCHDOG_TIMEOUT, watchdog));
-      } catch (LockException e) {
-        if (attempt == 5) {
-          throw e; // a loaded machine may miss one handshake, not five
-        }
-      }
-    }
-    DistributedLock warm = client.getLock("warm");
-    warm.lock();
-    warm.lock();
-    warm.unlock();
-    warm.unlock();
-    return client;
-  }
+class RedLockLostMemberAttackTest extends ProxiedClientFixture {
 
   private DistributedLock red(LockClient b, String prefix) {
     return a.getRedLock(a.getLock(prefix + "-1"), a.getLock(prefix + "-2"),
