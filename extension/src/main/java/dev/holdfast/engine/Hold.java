@@ -83,6 +83,8 @@ final class Hold {
   private volatile int count;
   private volatile long token;
   private volatile boolean watchdog;
+  /** Whether a section other than the newest is a watchdog section (written by the owner). */
+  private volatile boolean watchdogBesidesNewest;
   private volatile long confirmedUntil;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
   private volatile long lostAt;
@@ -287,6 +289,7 @@ final class Hold {
       acquiredAt = System.nanoTime();
       heldEvent = LockEvents.holdBegins();
     }
+    watchdogBesidesNewest = watchdog;
     sections.push(section);
     count = sections.size();
     watchdog |= section.watchdog();
@@ -298,6 +301,7 @@ final class Hold {
     sections.poll();
     count = sections.size();
     watchdog = sections.stream().anyMatch(Section::watchdog);
+    watchdogBesidesNewest = sections.stream().skip(1).anyMatch(Section::watchdog);
   }
 
   /**
@@ -353,6 +357,22 @@ final class Hold {
 
   void confirm(long until) {
     confirmedUntil = until;
+  }
+
+  /** Believed no longer than {@code until} (nanoTime): what a call that may have run set. */
+  synchronized void believeAtMostUntil(long until) {
+    if (confirmedUntil - until > 0) {
+      confirmedUntil = until;
+    }
+  }
+
+  /**
+   * Whether the watchdog renews this hold: a section of it is a watchdog section — not counting
+   * the newest while a release of it is pending, which may have ended it (the lease that release
+   * set, or a late copy of it sets, must then be the last word).
+   */
+  boolean renewed() {
+    return watchdog && (pendingRelease == null || watchdogBesidesNewest);
   }
 
   Pending pendingRelease() {
@@ -458,7 +478,7 @@ final class Hold {
    *     a call in flight (which renews the lease itself) or the hold was released
    */
   synchronized long startRenewal() {
-    if ((epoch & 1) != 0 || retired || ended || ending || !active() || !watchdog) {
+    if ((epoch & 1) != 0 || retired || ended || ending || !active() || !renewed()) {
       return -1;
     }
     renewalsInFlight++;

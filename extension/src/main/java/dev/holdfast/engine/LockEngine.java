@@ -552,7 +552,7 @@ public final class LockEngine implements AutoCloseable {
 
   /** The hold's confirmed lease has passed: it is lost, whatever Redis says when it answers. */
   void expire(Hold hold) {
-    if (hold.watchdog()) {
+    if (hold.renewed()) {
       if (lose(hold, LossCause.LEASE_UNCONFIRMED,
           "its lease could not be confirmed: no renewal was acknowledged by Redis "
           + "within the watchdog timeout of " + watchdogMillis + "ms, so another client may "

@@ -1164,6 +1164,10 @@ final class RedisLock implements FencedLock {
       }
       if (e.mayHaveRun()) { // else nothing ran: the section stays open, as before the call
         hold.pendingRelease(new Hold.Pending(requestId, expected, ttl, sentAt));
+        // If it ran, it set the key's expiry to what the sections left need, maybe shorter than
+        // what the hold was believed for: believed no longer than that.
+        hold.believeAtMostUntil(LockEngine.confirmedUntil(sentAt, ttl));
+        engine.watchDeadline(hold);
       }
       throw e;
     } catch (RuntimeException e) {
