@@ -826,6 +826,16 @@ public final class LockEngine implements AutoCloseable {
     return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(leaseMillis + 1_000);
   }
 
+  /**
+   * Registers {@code owing} ({@link Hold#owing}), unless its thread has a hold of the lock
+   * already, and starts settling what it owes in the background.
+   */
+  void register(Hold owing) {
+    if (holds.putIfAbsent(owing.id, owing) == null) {
+      scheduleCleanup(0);
+    }
+  }
+
   /** Records Redis work that {@code hold} owes and starts retrying it in the background. */
   void owe(Hold hold, Hold.Cleanup cleanup) {
     hold.owe(cleanup);

@@ -718,7 +718,7 @@ final class RedisLock implements FencedLock {
       String reason = "Redis has hold count " + value + " for this thread where the client "
           + "expected " + expected + " (status " + status + ")";
       if (hold == null) {
-        engine.holds().putIfAbsent(id, Hold.owing(names, threadId, field,
+        engine.register(Hold.owing(names, threadId, field,
             new Hold.Cleanup(engine.nextRequestId(), 0, "abandon",
                 engine.leaseOverAfter(engine.watchdogMillis()))));
         throw new LockException("Lock '" + names.name() + "' was not acquired: " + reason
@@ -858,10 +858,7 @@ final class RedisLock implements FencedLock {
               + "unreachable, so the hold is given up");
           engine.owe(hold, undo);
         } else if (expected == 0) {
-          Hold owing = Hold.owing(names, threadId, field, undo);
-          if (engine.holds().putIfAbsent(id, owing) == null) {
-            engine.owe(owing, undo);
-          }
+          engine.register(Hold.owing(names, threadId, field, undo));
         }
       }
     }
