@@ -359,6 +359,17 @@ final class Hold {
     confirmedUntil = until;
   }
 
+  /**
+   * Believed at least until {@code until} (nanoTime), unless lost: the answer to a release whose
+   * earlier send {@link #believeAtMostUntil capped} the belief — renewals confirmed since count
+   * as much.
+   */
+  synchronized void believeAtLeastUntil(long until) {
+    if (until - confirmedUntil > 0) {
+      confirmedUntil = until;
+    }
+  }
+
   /** Believed no longer than {@code until} (nanoTime): what a call that may have run set. */
   synchronized void believeAtMostUntil(long until) {
     if (confirmedUntil - until > 0) {

@@ -560,6 +560,15 @@ public final class LockEngine implements AutoCloseable {
         // If Redis still has the field (it was slow, not gone), free the lock for others.
         oweAbandon(hold, hold.count(), watchdogMillis);
       }
+    } else if (hold.pendingRelease() != null) {
+      // Its newest section's release got no answer: if it ran, it cut the lease to what the
+      // other sections needed, which has run out; if not, Redis keeps the field longer (that
+      // section's lease, or the watchdog's): free the lock for others all the same.
+      if (lose(hold, LossCause.LEASE_EXPIRED, "its lease ran out before unlock(): an inner "
+          + "unlock() got no answer, and if it ran it cut the lease to what the outer sections "
+          + "needed")) {
+        oweAbandon(hold, hold.count(), Math.max(watchdogMillis, hold.fixedLeaseMillis()));
+      }
     } else {
       lose(hold, LossCause.LEASE_EXPIRED,
           "its lease of " + hold.fixedLeaseMillis() + "ms ran out before unlock()");

@@ -487,6 +487,9 @@ final class MultiLock extends CompositeLock {
           // Not run (still held), or in doubt (ended, settled by its retry): either way the
           // member's own unlock() is what finishes it, as for a single lock.
           outcome = new Retry(e, Due.left(m, threadId, before));
+          if (m instanceof RedLock red) {
+            red.forgetUnfinished(threadId); // this record finishes it, part by part
+          }
         }
       } else {
         m = retries.get(i).member();

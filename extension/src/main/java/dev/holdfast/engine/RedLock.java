@@ -3,8 +3,11 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
 import java.lang.System.Logger.Level;
+import java.lang.ref.WeakReference;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -32,6 +35,23 @@ final class RedLock extends CompositeLock {
   /** The random pause between two rounds, in ms: [min, min+spread). */
   private static final long RETRY_MIN_MILLIS = 20;
   private static final long RETRY_SPREAD_MILLIS = 80;
+
+  /**
+   * What a failed {@link #unlock()} (a {@link LockException}) left owed, per RedLock (its members,
+   * whichever handle names them) and thread: the thread's next unlock() finishes only that. Kept
+   * until then, until the thread acquires the RedLock again, or until its thread has ended or a
+   * member's client was closed (dropped when the next record is kept).
+   */
+  private static final Map<MultiLock.OwedKey, Unfinished> UNFINISHED = new ConcurrentHashMap<>();
+
+  /** A failed unlock()'s record ({@link MultiLock.Due}: what each member still owes). */
+  private record Unfinished(MultiLock.Due due, WeakReference<Thread> thread) {
+    boolean stale() {
+      Thread t = thread.get();
+      return t == null || !t.isAlive() || due.parts().stream()
+          .anyMatch(p -> ((RedisLock) p.member()).engine().closed());
+    }
+  }
 
   private final LockGroup group;
   private final int quorum;
@@ -98,6 +118,9 @@ final class RedLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
+    // Acquired again before a failed unlock() was called again: what it owed is not this
+    // acquisition's to finish (its members' holds settle their own requests).
+    UNFINISHED.remove(unfinishedKey(Thread.currentThread().getId()));
     long lease = leaseMillis == NONE ? watchdogMillis : leaseMillis;
     long start = System.nanoTime();
     long unreachableSince = 0;
@@ -198,6 +221,22 @@ final class RedLock extends CompositeLock {
   @Override
   public void unlock() {
     long threadId = Thread.currentThread().getId();
+    MultiLock.OwedKey key = unfinishedKey(threadId);
+    Unfinished unfinished = UNFINISHED.remove(key);
+    if (unfinished != null) {
+      // The retry of a failed unlock(): only the members whose release failed and is still owed
+      // get it again (one released then is not released twice, one taken alone since is the
+      // thread's own).
+      MultiLock.Retry retry = unfinished.due().retry(threadId);
+      if (retry == null) {
+        return;
+      }
+      if (retry.left() != null) {
+        keep(key, retry.left());
+      }
+      throw retry.failure();
+    }
+    MultiLock.Due.Before before = MultiLock.Due.before(this, threadId);
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
     List<Undone> undone = new ArrayList<>();
@@ -253,12 +292,35 @@ final class RedLock extends CompositeLock {
     RuntimeException thrown = onlyNotHeld ? new IllegalMonitorStateException(message)
         : new LockException(message, failures.stream()
             .filter(e -> !(e instanceof IllegalMonitorStateException)).findFirst().orElseThrow());
+    if (!onlyNotHeld) {
+      MultiLock.Due left = MultiLock.Due.left(this, threadId, before);
+      if (left != null) {
+        keep(key, left);
+      }
+    }
     for (RuntimeException e : failures) {
       if (e != thrown.getCause()) {
         thrown.addSuppressed(e);
       }
     }
     throw thrown;
+  }
+
+  /**
+   * Drops what a failed unlock() of this RedLock by the thread left owed: a multi-lock that
+   * called it keeps its own record of that ({@link MultiLock.Due}), and finishes it.
+   */
+  void forgetUnfinished(long threadId) {
+    UNFINISHED.remove(unfinishedKey(threadId));
+  }
+
+  private MultiLock.OwedKey unfinishedKey(long threadId) {
+    return new MultiLock.OwedKey(List.of(LockGroup.identity(this)), threadId);
+  }
+
+  private static void keep(MultiLock.OwedKey key, MultiLock.Due due) {
+    UNFINISHED.values().removeIf(Unfinished::stale);
+    UNFINISHED.put(key, new Unfinished(due, new WeakReference<>(Thread.currentThread())));
   }
 
   /** A member whose inner release failed, and the count that release started from. */

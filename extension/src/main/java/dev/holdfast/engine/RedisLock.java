@@ -891,7 +891,8 @@ final class RedisLock implements FencedLock {
         hold.closeNewest();
         hold.settledByReentry(p.requestId());
         if (p.leaseMillis() > 0) {
-          hold.confirm(LockEngine.confirmedUntil(p.sentAt(), p.leaseMillis()));
+          // Capped when it went unanswered; renewals since count too.
+          hold.believeAtLeastUntil(LockEngine.confirmedUntil(p.sentAt(), p.leaseMillis()));
           engine.watchDeadline(hold);
         }
         return hold;
@@ -1183,7 +1184,7 @@ final class RedisLock implements FencedLock {
         names.key(), names.channel(), budgetOver.subscribed() ? 1 : 0)) {
       budgetOver.yieldToRemote();
     }
-    released(hold, expected, left, sentAt, ttl, reportLoss);
+    released(hold, expected, left, sentAt, ttl, reportLoss, resend);
   }
 
   /**
@@ -1192,7 +1193,7 @@ final class RedisLock implements FencedLock {
    * had another count.
    */
   private void released(Hold hold, int expected, long left, long sentAt, long ttl,
-      boolean reportLoss) {
+      boolean reportLoss, boolean resent) {
     if (left == 0 && expected == 1) {
       engine.forget(hold);
       if (!hold.active()) {
@@ -1206,7 +1207,12 @@ final class RedisLock implements FencedLock {
     }
     if (left == expected - 1 && left > 0) {
       hold.closeNewest();
-      hold.confirm(LockEngine.confirmedUntil(sentAt, ttl));
+      if (resent) {
+        // Capped when its first send went unanswered; renewals since count too.
+        hold.believeAtLeastUntil(LockEngine.confirmedUntil(sentAt, ttl));
+      } else {
+        hold.confirm(LockEngine.confirmedUntil(sentAt, ttl));
+      }
       engine.watchDeadline(hold);
       return;
     }
@@ -1312,7 +1318,7 @@ final class RedisLock implements FencedLock {
       engine.handedOff();
       entry.handedOff(sentAt);
     }
-    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl, reportLoss);
+    released(hold, 1, status >= 0 ? 0 : status, sentAt, ttl, reportLoss, false);
   }
 
   /**

@@ -233,7 +233,7 @@ class MultiLockOwedAttack6Test extends MultiLockOwedFixture {
     assertFalse(redisState.exists("r64-2"), "the RedLock's owed release was retried");
     assertFalse(redisState.exists("r64-3"));
     assertTrue(multi.owes(tid), "b64 still owed");
-    assertTrue(redisState.exists("b64"));
+    // (Its final release ended in doubt: the background may remove b64's field at any time.)
     RuntimeException completion = unlockOutcome(multi);
     System.out.println("completion: " + completion);
     assertFalse(multi.owes(tid), "no stale copy of the record anywhere");

@@ -1,0 +1,101 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockException;
+import dev.holdfast.testing.Await;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A RedLock's {@code unlock()} that throws {@link LockException} (fewer than a majority
+ * released: servers did not answer) is called again, as its contract asks: the retry finishes
+ * only what the failed call left — a member released then is not released twice, and a member
+ * the thread took alone since is its own. RedLock here: {@code <p>-0} on client {@link #a}
+ * (direct), {@code <p>-1} and {@code <p>-2} on a client through the proxy (one server: the
+ * client-side path, not independent servers).
+ */
+class RedLockRetryTest extends ProxiedClientFixture {
+
+  private DistributedLock red(LockClient b, String prefix) {
+    return a.getRedLock(a.getLock(prefix + "-0"), b.getLock(prefix + "-1"),
+        b.getLock(prefix + "-2"));
+  }
+
+  /** Unlocks {@code red} with the proxied client's requests held back until the call fails. */
+  private LockException unlockUnanswered(DistributedLock red) {
+    proxy.blackHole(true);
+    try {
+      return assertThrows(LockException.class, red::unlock, "1 of 3 released: no majority");
+    } finally {
+      proxy.blackHole(false); // the held requests reach Redis now, late
+    }
+  }
+
+  /**
+   * Held twice; the inner unlock releases {@code -0} only ({@code -1}, {@code -2} unanswered,
+   * their releases run late). The retry re-sends those two and leaves {@code -0} alone: every
+   * member keeps the outer section (before, the retry released {@code -0} again, ending it).
+   */
+  @Test
+  void innerUnlockFailed_retryReleasesOnlyWhatFailed() {
+    LockClient b = viaProxy("300ms", "30s");
+    DistributedLock red = red(b, "in");
+    red.lock();
+    red.lock();
+    unlockUnanswered(red);
+    Await.until(Duration.ofSeconds(20), () -> proxy.pendingRequestBytes() == 0,
+        "the held releases delivered");
+    red.unlock(); // the retry
+    assertEquals("1", redisState.hget("in-0", RedisProbe.fieldOf(a)), "-0 released once");
+    assertEquals("1", redisState.hget("in-1", RedisProbe.fieldOf(b)));
+    assertEquals("1", redisState.hget("in-2", RedisProbe.fieldOf(b)));
+    assertEquals(1, a.getLock("in-0").getHoldCount());
+    red.unlock(); // the outer section
+    for (int m = 0; m < 3; m++) {
+      assertFalse(redisState.exists("in-" + m), "in-" + m + " left");
+    }
+  }
+
+  /**
+   * The final unlock releases {@code -0} only ({@code -1}, {@code -2} end in doubt); the thread
+   * takes {@code -1} alone (its release in doubt settled first), then calls the RedLock's
+   * unlock() again: that retry finishes {@code -2} and leaves the thread's new hold of
+   * {@code -1} alone (before, it released it: the model test's "member-retaken").
+   */
+  @Test
+  void finalUnlockFailed_memberTakenAloneBeforeTheRetry_keepsIt() {
+    LockClient b = viaProxy("300ms", "30s");
+    DistributedLock red = red(b, "fin");
+    red.lock();
+    unlockUnanswered(red);
+    DistributedLock alone = b.getLock("fin-1");
+    assertTrue(alone.tryLock(), "taken alone");
+    red.unlock(); // the retry
+    assertTrue(alone.isHeldByCurrentThread(), "the thread's own hold of fin-1, kept");
+    assertEquals("1", redisState.hget("fin-1", RedisProbe.fieldOf(b)));
+    alone.unlock();
+    Await.until(Duration.ofSeconds(20), () -> !redisState.exists("fin-0")
+        && !redisState.exists("fin-1") && !redisState.exists("fin-2"), "nothing left held");
+  }
+
+  /** The RedLock taken again before the failed unlock is retried: the record is not used. */
+  @Test
+  void acquiredAgainBeforeTheRetry_nextUnlockIsAnOrdinaryOne() {
+    LockClient b = viaProxy("300ms", "30s");
+    DistributedLock red = red(b, "again");
+    red.lock();
+    unlockUnanswered(red);
+    Await.until(Duration.ofSeconds(20), () -> proxy.pendingRequestBytes() == 0,
+        "the held releases delivered");
+    red.lock(); // each member settles what its own hold owes first
+    red.unlock();
+    Await.until(Duration.ofSeconds(20), () -> !redisState.exists("again-0")
+        && !redisState.exists("again-1") && !redisState.exists("again-2"), "nothing left held");
+  }
+}
