@@ -216,7 +216,10 @@ final class RedLock extends CompositeLock {
    *     does not hold them (never held, or lost); its message quotes a member's loss if there
    *     was one (the RedLock was lost, not never held); the members' exceptions are suppressed
    * @throws LockException if fewer than a majority could be released otherwise, because servers
-   *     failed to answer
+   *     failed to answer. Call {@code unlock()} again (before acquiring this RedLock again): it
+   *     finishes only what this call left — the members whose release failed and is still owed;
+   *     a member released now is not released twice, and one the thread took alone meanwhile is
+   *     its own (kept per thread and members, whichever handle names them)
    */
   @Override
   public void unlock() {
