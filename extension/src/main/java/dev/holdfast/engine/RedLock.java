@@ -220,6 +220,9 @@ final class RedLock extends CompositeLock {
    *     finishes only what this call left — the members whose release failed and is still owed;
    *     a member released now is not released twice, and one the thread took alone meanwhile is
    *     its own (kept per thread and members, whichever handle names them)
+   * @throws IllegalStateException if fewer than a majority was released and the rest are members
+   *     whose client is closed (or not held): nothing is left to call again, as for any lock of
+   *     a closed client
    */
   @Override
   public void unlock() {
@@ -243,6 +246,8 @@ final class RedLock extends CompositeLock {
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
     List<Undone> undone = new ArrayList<>();
+    // Members whose client is closed: nothing is owed or retried there (its holds expire).
+    List<IllegalStateException> closed = new ArrayList<>();
     IllegalMonitorStateException lost = null; // a member's loss: what the exception quotes
     for (DistributedLock m : group.members()) {
       RedisLock member = (RedisLock) m;
@@ -256,6 +261,11 @@ final class RedLock extends CompositeLock {
         if (lost == null && hold != null && !hold.active()) {
           lost = e;
         }
+      } catch (IllegalStateException e) {
+        if (!member.engine().closed()) {
+          throw e;
+        }
+        closed.add(e);
       } catch (RuntimeException e) {
         failures.add(e);
         undone.add(new Undone(member, from));
@@ -281,6 +291,17 @@ final class RedLock extends CompositeLock {
             + failures.get(0).getMessage());
       }
       return;
+    }
+    if (!closed.isEmpty() && undone.isEmpty() && !onlyNotHeld) {
+      // No retry could finish anything: what the closed clients held expires with its lease.
+      // Answered as any lock of a closed client answers.
+      IllegalStateException thrown = new IllegalStateException("RedLock " + getName()
+          + ": the lock client of " + closed.size() + " of " + group.size() + " members is "
+          + "closed; released on " + released + " (a majority is " + quorum + "), the closed "
+          + "clients' holds expire with their leases", closed.get(0));
+      failures.forEach(thrown::addSuppressed);
+      closed.stream().skip(1).forEach(thrown::addSuppressed);
+      throw thrown;
     }
     // A member's loss is quoted first: the caller must learn "lost", not "never held" from a
     // member whose vote was never won, nor a server's error.

@@ -118,6 +118,13 @@ abstract class RedisTopology implements AutoCloseable {
   static RedisTopology connect(LockClientConfig config, String clientName) {
     JedisClientConfig data = clientConfig(config, clientName, true);
     JedisClientConfig sentinels = clientConfig(config, clientName, false);
+    if (config.mode() == LockClientConfig.Mode.SENTINEL) {
+      // Never onto a node the sentinels no longer name master (a former master restarted empty).
+      data = DefaultJedisClientConfig.builder().from(data).hostAndPortMapper(
+          new SentinelMasterCheck(config.sentinelMaster().orElseThrow(),
+              config.nodes().stream().map(RedisTopology::hostAndPort).toList(), sentinels))
+          .build();
+    }
     ConnectionPoolConfig pool = new ConnectionPoolConfig();
     pool.setMaxTotal(config.poolMaxSize());
     pool.setMaxIdle(config.poolMaxSize());

@@ -162,9 +162,9 @@ final class ModelFailovers implements ModelFaultDriver {
     record("FAILOVER", old, start, text);
   }
 
-  /** Waits (at most 60 s) until {@code master} reports {@code replica} online. */
+  /** Waits (at most 120 s) until {@code master} reports {@code replica} online. */
   private static void awaitOnline(RedisServer master, RedisServer replica) {
-    long deadline = System.nanoTime() + 60_000_000_000L;
+    long deadline = System.nanoTime() + 120_000_000_000L; // demotion, 5 s delay, full sync: slow under load
     String needle = "port=" + replica.port() + ",state=online";
     while (true) {
       try {

@@ -80,8 +80,7 @@ class RedLockRetryTest extends ProxiedClientFixture {
     assertTrue(alone.isHeldByCurrentThread(), "the thread's own hold of fin-1, kept");
     assertEquals("1", redisState.hget("fin-1", RedisProbe.fieldOf(b)));
     alone.unlock();
-    Await.until(Duration.ofSeconds(20), () -> !redisState.exists("fin-0")
-        && !redisState.exists("fin-1") && !redisState.exists("fin-2"), "nothing left held");
+    awaitNothingLeft("fin");
   }
 
   /** The RedLock taken again before the failed unlock is retried: the record is not used. */
@@ -95,7 +94,41 @@ class RedLockRetryTest extends ProxiedClientFixture {
         "the held releases delivered");
     red.lock(); // each member settles what its own hold owes first
     red.unlock();
-    Await.until(Duration.ofSeconds(20), () -> !redisState.exists("again-0")
-        && !redisState.exists("again-1") && !redisState.exists("again-2"), "nothing left held");
+    awaitNothingLeft("again");
+  }
+
+  /**
+   * Fewer than a majority released because the other members' client is closed (the model
+   * soak's shape: the members lost, then the client closed): nothing is left to call again, so
+   * unlock() answers as any lock of a closed client, IllegalStateException — before, a
+   * LockException asked for a retry that could never finish.
+   */
+  @Test
+  void membersOfAClosedClient_unlockSaysClosed_notRetry() {
+    LockClient b = direct();
+    DistributedLock red = red(b, "closed");
+    red.lock();
+    b.close();
+    IllegalStateException e = assertThrows(IllegalStateException.class, red::unlock);
+    assertTrue(e.getMessage().contains("2 of 3 members is closed"), e.getMessage());
+    assertFalse(redisState.exists("closed-0"), "the open client's member released");
+  }
+
+  /** Every member's client closed: the same answer, and nothing is recorded for a retry. */
+  @Test
+  void allMembersClientClosed_unlockSaysClosed() {
+    LockClient b = direct();
+    DistributedLock red = b.getRedLock(b.getLock("all-0"), b.getLock("all-1"),
+        b.getLock("all-2"));
+    red.lock();
+    b.close();
+    assertThrows(IllegalStateException.class, red::unlock);
+    assertThrows(IllegalStateException.class, red::unlock, "still closed, no retry record");
+  }
+
+  private void awaitNothingLeft(String prefix) {
+    Await.until(Duration.ofSeconds(20), () -> !redisState.exists(prefix + "-0")
+        && !redisState.exists(prefix + "-1") && !redisState.exists(prefix + "-2"),
+        "nothing left held of " + prefix);
   }
 }

@@ -1,0 +1,107 @@
+package dev.holdfast.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.holdfast.DistributedLock;
+import dev.holdfast.LockClient;
+import dev.holdfast.LockClientConfig;
+import dev.holdfast.LockException;
+import dev.holdfast.testing.Await;
+import dev.holdfast.testing.FaultProxy;
+import dev.holdfast.testing.RedisSentinelSetup;
+import dev.holdfast.testing.RedisServer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import redis.clients.jedis.HostAndPort;
+
+/**
+ * A Sentinel client that has not followed a failover must not take locks on the former master
+ * when it comes back empty (found by the replica model soak: a lock kept by one client was taken
+ * by another in the same process, whose renewals had just found its own holds gone).
+ *
+ * <p>Client A reaches the sentinels through {@link FaultProxy}s, black-holed before the failover,
+ * so it never hears {@code +switch-master} and still names the former master; B talks to the
+ * sentinels directly. The former master is restarted without its data: for about ten seconds,
+ * until the sentinels demote it, it answers as an empty master at the address A still uses.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+class SentinelFormerMasterTest {
+
+  private static final String LOCK = "former-master-lock";
+
+  @RegisterExtension
+  final Clients clients = new Clients();
+
+  private RedisSentinelSetup sentinels;
+  private final List<FaultProxy> proxies = new ArrayList<>();
+
+  @AfterEach
+  void tearDown() {
+    proxies.forEach(FaultProxy::close);
+    if (sentinels != null) {
+      sentinels.close();
+    }
+  }
+
+  @Test
+  void clientThatMissedTheSwitch_takesNoLockOnTheFormerMasterRestartedEmpty() throws Exception {
+    sentinels = RedisSentinelSetup.start("former-master");
+    for (HostAndPort sentinel : sentinels.sentinels()) {
+      proxies.add(new FaultProxy(sentinel.getPort()));
+    }
+    LockClient a = clients.create(config(proxies.stream().map(p -> "127.0.0.1:" + p.port())
+        .collect(Collectors.joining(","))));
+    DistributedLock warmUp = a.getLock("warm-up");
+    warmUp.lock();
+    warmUp.unlock();
+    RedisServer former = sentinels.master();
+
+    proxies.forEach(p -> p.blackHole(true)); // A hears nothing from the sentinels from now on
+    HostAndPort promoted = sentinels.failover();
+    LockClient b = clients.create(config(sentinels.sentinelNodes()));
+    assertTrue(b.getLock(LOCK).tryLock(), "B takes the lock on the promoted master");
+
+    former.restartEmpty(); // an empty master at the address A still uses, until demoted
+    assertEquals(former.hostAndPort(), Clients.engine(a).topology().primary(),
+        "A has not followed the switch");
+    assertTrue(former.withAdmin(j -> j.info("replication")).contains("role:master"),
+        "the former master answers as a master");
+    boolean aGranted;
+    try {
+      aGranted = a.getLock(LOCK).tryLock();
+    } catch (LockException e) {
+      aGranted = false; // refused: no sentinel confirmed the node A still names
+    }
+    assertFalse(aGranted, "A must not take the lock B holds on the promoted master");
+    assertFalse((boolean) former.withAdmin(j -> j.exists(LOCK)), "nothing was granted on the former master");
+
+    // Once A hears the sentinels again it follows the switch and works on the promoted master.
+    proxies.forEach(p -> p.blackHole(false));
+    Await.until(Duration.ofSeconds(60), () -> promoted.equals(
+        Clients.engine(a).topology().primary()), "A follows the switch to " + promoted);
+    DistributedLock other = a.getLock("after-the-switch");
+    assertTrue(other.tryLock(10, TimeUnit.SECONDS), "A takes a free lock on the promoted master");
+    assertTrue((boolean) sentinels.master().withAdmin(j -> j.exists("after-the-switch")));
+    other.unlock();
+    assertFalse(a.getLock(LOCK).tryLock(), "A sees B's hold");
+  }
+
+  private Map<String, String> config(String sentinelNodes) {
+    return Map.of(
+        LockClientConfig.MODE, "sentinel",
+        LockClientConfig.NODES, sentinelNodes,
+        LockClientConfig.SENTINEL_MASTER, sentinels.masterName(),
+        LockClientConfig.TIMEOUT, "500ms",
+        LockClientConfig.SYNC_REPLICAS, "auto");
+  }
+}
