@@ -72,6 +72,9 @@ public final class LockEngine implements AutoCloseable {
   /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed =
       new ConcurrentHashMap<>();
+  /** What failed RedLock unlocks left ({@link RedLock}); dropped on close. */
+  private final ConcurrentMap<MultiLock.OwedKey, RedLock.Unfinished> redLockUnfinished =
+      new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockAtRisk>> atRiskListeners =
       new CopyOnWriteArrayList<>();
   private final CopyOnWriteArrayList<Consumer<? super LockRecovered>> recoveredListeners =
@@ -282,6 +285,7 @@ public final class LockEngine implements AutoCloseable {
     }
     closed = true;
     multiLockOwed.clear();
+    redLockUnfinished.clear();
     observer.close();
     scheduler.shutdownNow();
     ExecutorService asyncPool;
@@ -363,6 +367,14 @@ public final class LockEngine implements AutoCloseable {
    */
   ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed() {
     return multiLockOwed;
+  }
+
+  /**
+   * The records of failed RedLock unlocks with a member of this client, per RedLock and thread
+   * ({@link RedLock#unlock()}); cleared on close, when nothing of this client is held any more.
+   */
+  ConcurrentMap<MultiLock.OwedKey, RedLock.Unfinished> redLockUnfinished() {
+    return redLockUnfinished;
   }
 
   long watchdogMillis() {

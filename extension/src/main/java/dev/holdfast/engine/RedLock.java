@@ -7,7 +7,6 @@ import java.lang.ref.WeakReference;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -37,19 +36,16 @@ final class RedLock extends CompositeLock {
   private static final long RETRY_SPREAD_MILLIS = 80;
 
   /**
-   * What a failed {@link #unlock()} (a {@link LockException}) left owed, per RedLock (its members,
-   * whichever handle names them) and thread: the thread's next unlock() finishes only that. Kept
-   * until then, until the thread acquires the RedLock again, or until its thread has ended or a
-   * member's client was closed (dropped when the next record is kept).
+   * A failed {@link #unlock()}'s record ({@link MultiLock.Due}: what each member still owes), per
+   * RedLock (its members, whichever handle names them) and thread: the thread's next unlock()
+   * finishes only that. Kept in the store of each member's client ({@link #stores()}) until
+   * then, until the thread acquires the RedLock again, or until its client is closed; a record
+   * whose thread has ended is dropped when the next one is kept.
    */
-  private static final Map<MultiLock.OwedKey, Unfinished> UNFINISHED = new ConcurrentHashMap<>();
-
-  /** A failed unlock()'s record ({@link MultiLock.Due}: what each member still owes). */
-  private record Unfinished(MultiLock.Due due, WeakReference<Thread> thread) {
-    boolean stale() {
+  record Unfinished(MultiLock.Due due, WeakReference<Thread> thread) {
+    boolean threadEnded() {
       Thread t = thread.get();
-      return t == null || !t.isAlive() || due.parts().stream()
-          .anyMatch(p -> ((RedisLock) p.member()).engine().closed());
+      return t == null || !t.isAlive();
     }
   }
 
@@ -120,7 +116,7 @@ final class RedLock extends CompositeLock {
     }
     // Acquired again before a failed unlock() was called again: what it owed is not this
     // acquisition's to finish (its members' holds settle their own requests).
-    UNFINISHED.remove(unfinishedKey(Thread.currentThread().getId()));
+    takeUnfinished(unfinishedKey(Thread.currentThread().getId()));
     long lease = leaseMillis == NONE ? watchdogMillis : leaseMillis;
     long start = System.nanoTime();
     long unreachableSince = 0;
@@ -228,7 +224,7 @@ final class RedLock extends CompositeLock {
   public void unlock() {
     long threadId = Thread.currentThread().getId();
     MultiLock.OwedKey key = unfinishedKey(threadId);
-    Unfinished unfinished = UNFINISHED.remove(key);
+    Unfinished unfinished = takeUnfinished(key);
     if (unfinished != null) {
       // The retry of a failed unlock(): only the members whose release failed and is still owed
       // get it again (one released then is not released twice, one taken alone since is the
@@ -335,16 +331,38 @@ final class RedLock extends CompositeLock {
    * called it keeps its own record of that ({@link MultiLock.Due}), and finishes it.
    */
   void forgetUnfinished(long threadId) {
-    UNFINISHED.remove(unfinishedKey(threadId));
+    takeUnfinished(unfinishedKey(threadId));
   }
 
   private MultiLock.OwedKey unfinishedKey(long threadId) {
     return new MultiLock.OwedKey(List.of(LockGroup.identity(this)), threadId);
   }
 
-  private static void keep(MultiLock.OwedKey key, MultiLock.Due due) {
-    UNFINISHED.values().removeIf(Unfinished::stale);
-    UNFINISHED.put(key, new Unfinished(due, new WeakReference<>(Thread.currentThread())));
+  /** {@return the open member clients' stores the thread's record may be in} */
+  private List<Map<MultiLock.OwedKey, Unfinished>> stores() {
+    return group.members().stream().map(m -> ((RedisLock) m).engine()).distinct()
+        .filter(e -> !e.closed())
+        .<Map<MultiLock.OwedKey, Unfinished>>map(LockEngine::redLockUnfinished).toList();
+  }
+
+  /** Removes the thread's record from every store and returns it, or null. */
+  private Unfinished takeUnfinished(MultiLock.OwedKey key) {
+    Unfinished found = null;
+    for (Map<MultiLock.OwedKey, Unfinished> store : stores()) {
+      Unfinished u = store.remove(key);
+      if (found == null) {
+        found = u;
+      }
+    }
+    return found;
+  }
+
+  private void keep(MultiLock.OwedKey key, MultiLock.Due due) {
+    Unfinished record = new Unfinished(due, new WeakReference<>(Thread.currentThread()));
+    for (Map<MultiLock.OwedKey, Unfinished> store : stores()) {
+      store.values().removeIf(Unfinished::threadEnded);
+      store.put(key, record);
+    }
   }
 
   /** A member whose inner release failed, and the count that release started from. */

@@ -161,7 +161,8 @@ final class ModelFailovers implements ModelFaultDriver {
 
   /** Waits (at most 120 s) until {@code master} reports {@code replica} online. */
   private static void awaitOnline(RedisServer master, RedisServer replica) {
-    long deadline = System.nanoTime() + 120_000_000_000L; // demotion, 5 s delay, full sync: slow under load
+    // Demotion (~10 s), the 5 s sync delay, then the full sync: slow on a loaded machine.
+    long deadline = System.nanoTime() + 120_000_000_000L;
     String needle = "port=" + replica.port() + ",state=online";
     while (true) {
       try {

@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockException;
+import dev.holdfast.testing.Await;
+import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -84,12 +86,16 @@ class PendingReleaseAttackTest extends ProxiedClientFixture {
     assertEquals("2", redisState.hget("notrun", RedisProbe.fieldOf(b)), "it never ran");
     Hold hold = ((RedisLock) lock).holdOf(Thread.currentThread().getId());
     long since = System.nanoTime();
-    awaitTrue(() -> System.nanoTime() - since > TimeUnit.SECONDS.toNanos(5), 30, "5 s");
+    Await.until(Duration.ofSeconds(30),
+        () -> System.nanoTime() - since > TimeUnit.SECONDS.toNanos(5),
+        "5 s");
     assertTrue(hold.believedAt(System.nanoTime()), "renewed meanwhile; losses: " + losses);
     lock.lock(); // settles: never ran, the section still open
     assertEquals("3", redisState.hget("notrun", RedisProbe.fieldOf(b)), "re-entered");
     long after = System.nanoTime();
-    awaitTrue(() -> System.nanoTime() - after > TimeUnit.SECONDS.toNanos(5), 30, "5 s more");
+    Await.until(Duration.ofSeconds(30),
+        () -> System.nanoTime() - after > TimeUnit.SECONDS.toNanos(5),
+        "5 s more");
     assertTrue(lock.isHeldByCurrentThread(), "believed held; losses: " + losses);
     assertEquals(0, losses.count(), "no loss reported: " + losses);
     lock.unlock();
@@ -119,7 +125,8 @@ class PendingReleaseAttackTest extends ProxiedClientFixture {
     } finally {
       proxy.blackHole(false);
     }
-    awaitTrue(() -> "1".equals(redisState.hget("late", RedisProbe.fieldOf(b))), 20,
+    Await.until(Duration.ofSeconds(20),
+        () -> "1".equals(redisState.hget("late", RedisProbe.fieldOf(b))),
         "the late copy ran");
     assertTrue(redisState.pttl("late") <= 4_000, "the expiry cut: " + redisState.pttl("late"));
     DistributedLock rivals = rival.getLock("late");
@@ -204,17 +211,9 @@ class PendingReleaseAttackTest extends ProxiedClientFixture {
     long sentAt = System.nanoTime();
     assertThrows(LockException.class, lock::unlock, "the inner unlock unanswered");
     assertEquals("1", redisState.hget(lock.getName(), RedisProbe.fieldOf(b)), "it ran");
-    awaitTrue(() -> System.nanoTime() - sentAt > TimeUnit.SECONDS.toNanos(5)
-        && hold.believedAt(System.nanoTime()), 30,
+    Await.until(Duration.ofSeconds(30),
+        () -> System.nanoTime() - sentAt > TimeUnit.SECONDS.toNanos(5)
+        && hold.believedAt(System.nanoTime()),
         "renewed by the outer watchdog section past the first send + 3 s");
-  }
-
-  private static void awaitTrue(java.util.function.BooleanSupplier condition, int seconds,
-      String what) throws InterruptedException {
-    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-    while (!condition.getAsBoolean()) {
-      assertTrue(System.nanoTime() - end < 0, "timed out: " + what);
-      Thread.sleep(20);
-    }
   }
 }

@@ -126,6 +126,21 @@ class RedLockRetryTest extends ProxiedClientFixture {
     assertThrows(IllegalStateException.class, red::unlock, "still closed, no retry record");
   }
 
+  /** A failed unlock's record lives in its members' clients, and goes when they close. */
+  @Test
+  void recordOfAFailedUnlock_isDroppedWhenTheMembersClientsClose() {
+    LockClient b = viaProxy("300ms", "30s");
+    DistributedLock red = red(b, "rec");
+    red.lock();
+    unlockUnanswered(red);
+    assertEquals(1, Clients.engine(a).redLockUnfinished().size());
+    assertEquals(1, Clients.engine(b).redLockUnfinished().size());
+    b.close();
+    assertTrue(Clients.engine(b).redLockUnfinished().isEmpty(), "a closed client keeps none");
+    a.close();
+    assertTrue(Clients.engine(a).redLockUnfinished().isEmpty());
+  }
+
   private void awaitNothingLeft(String prefix) {
     Await.until(Duration.ofSeconds(20), () -> !redisState.exists(prefix + "-0")
         && !redisState.exists(prefix + "-1") && !redisState.exists(prefix + "-2"),

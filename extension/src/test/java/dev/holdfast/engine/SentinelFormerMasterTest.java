@@ -83,7 +83,8 @@ class SentinelFormerMasterTest {
       aGranted = false; // refused: no sentinel confirmed the node A still names
     }
     assertFalse(aGranted, "A must not take the lock B holds on the promoted master");
-    assertFalse((boolean) former.withAdmin(j -> j.exists(LOCK)), "nothing was granted on the former master");
+    assertFalse((boolean) former.withAdmin(j -> j.exists(LOCK)),
+        "nothing was granted on the former master");
 
     // Once A hears the sentinels again it follows the switch and works on the promoted master.
     proxies.forEach(p -> p.blackHole(false));
