@@ -82,9 +82,10 @@ final class Hold {
 
   private volatile int count;
   private volatile long token;
-  private volatile boolean watchdog;
-  /** Whether a section other than the newest is a watchdog section (written by the owner). */
-  private volatile boolean watchdogBesidesNewest;
+  /** How many open sections are watchdog sections (written by the owner). */
+  private volatile int watchdogSections;
+  /** Whether the newest open section is a watchdog section (written by the owner). */
+  private volatile boolean newestIsWatchdog;
   private volatile long confirmedUntil;
   private final AtomicReference<String> lostReason = new AtomicReference<>();
   private volatile long lostAt;
@@ -173,7 +174,7 @@ final class Hold {
   }
 
   boolean watchdog() {
-    return watchdog;
+    return watchdogSections > 0;
   }
 
   long confirmedUntil() {
@@ -289,19 +290,24 @@ final class Hold {
       acquiredAt = System.nanoTime();
       heldEvent = LockEvents.holdBegins();
     }
-    watchdogBesidesNewest = watchdog;
     sections.push(section);
     count = sections.size();
-    watchdog |= section.watchdog();
+    if (section.watchdog()) {
+      watchdogSections++;
+    }
+    newestIsWatchdog = section.watchdog();
     confirmedUntil = until;
   }
 
   /** Closes the newest section (a successful or a reporting unlock). */
   void closeNewest() {
-    sections.poll();
+    Section closed = sections.poll();
     count = sections.size();
-    watchdog = sections.stream().anyMatch(Section::watchdog);
-    watchdogBesidesNewest = sections.stream().skip(1).anyMatch(Section::watchdog);
+    if (closed != null && closed.watchdog()) {
+      watchdogSections--;
+    }
+    Section newest = sections.peek();
+    newestIsWatchdog = newest != null && newest.watchdog();
   }
 
   /**
@@ -383,7 +389,8 @@ final class Hold {
    * set, or a late copy of it sets, must then be the last word).
    */
   boolean renewed() {
-    return watchdog && (pendingRelease == null || watchdogBesidesNewest);
+    int besidesNewest = watchdogSections - (newestIsWatchdog ? 1 : 0);
+    return pendingRelease == null ? watchdogSections > 0 : besidesNewest > 0;
   }
 
   Pending pendingRelease() {
@@ -507,7 +514,7 @@ final class Hold {
    * @return when the episode it ended began (nanoTime), or 0 if it ended none
    */
   synchronized long renewed(long snapshot, long until) {
-    if (epoch != snapshot || !watchdog || ending || !active()) {
+    if (epoch != snapshot || watchdogSections == 0 || ending || !active()) {
       return 0;
     }
     if (until - confirmedUntil > 0) {
@@ -530,7 +537,7 @@ final class Hold {
    */
   synchronized boolean atRisk(long now, boolean inFlightOnly) {
     if (atRiskSince != 0 || (inFlightOnly && renewalsInFlight == 0) || retired || ended
-        || ending || !watchdog || !believedAt(now)) {
+        || ending || watchdogSections == 0 || !believedAt(now)) {
       return false;
     }
     atRiskSince = now == 0 ? 1 : now;

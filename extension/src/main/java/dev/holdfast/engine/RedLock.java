@@ -245,12 +245,12 @@ final class RedLock extends CompositeLock {
     // Members whose client is closed: nothing is owed or retried there (its holds expire).
     List<IllegalStateException> closed = new ArrayList<>();
     IllegalMonitorStateException lost = null; // a member's loss: what the exception quotes
-    for (DistributedLock m : group.members()) {
-      RedisLock member = (RedisLock) m;
-      Hold hold = member.holdOf(threadId);
-      int from = RedisLock.releaseStartsFrom(hold);
+    for (int i = 0; i < group.size(); i++) {
+      RedisLock member = (RedisLock) group.members().get(i);
+      Hold hold = before.holds().get(i); // one lookup feeds this call and the failure's record
+      int from = before.counts()[i];
       try {
-        m.unlock();
+        member.unlock();
         released++;
       } catch (IllegalMonitorStateException e) {
         failures.add(e);
