@@ -133,6 +133,10 @@ public final class LockEngine implements AutoCloseable {
     scheduler.scheduleWithFixedDelay(watchdog::run, every, every, TimeUnit.MILLISECONDS);
     long ping = UnlockSubscriptions.PING_INTERVAL.toMillis();
     scheduler.scheduleWithFixedDelay(this::pingSubscribers, ping, ping, TimeUnit.MILLISECONDS);
+    if (topology.switchesMaster()) {
+      scheduler.scheduleWithFixedDelay(this::followTopology, FOLLOW_TOPOLOGY_MILLIS,
+          FOLLOW_TOPOLOGY_MILLIS, TimeUnit.MILLISECONDS);
+    }
   }
 
   private static ThreadFactory daemon(String name) {
@@ -971,6 +975,17 @@ public final class LockEngine implements AutoCloseable {
     keys.addAll(names.kind().extraKeys(names));
     return (List<?>) topology.eval(names.kind().resolve(), keys, sealed -> args, false,
         attempts);
+  }
+
+  /** How often subscribers check that the master they listen on is still the one named. */
+  private static final long FOLLOW_TOPOLOGY_MILLIS = 500;
+
+  private void followTopology() {
+    try {
+      subscriptions.followTopology();
+    } catch (Throwable t) {
+      LOG.log(Level.DEBUG, "Subscriber topology check failed", t);
+    }
   }
 
   private void pingSubscribers() {

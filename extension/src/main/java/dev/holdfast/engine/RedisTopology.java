@@ -118,12 +118,12 @@ abstract class RedisTopology implements AutoCloseable {
   static RedisTopology connect(LockClientConfig config, String clientName) {
     JedisClientConfig data = clientConfig(config, clientName, true);
     JedisClientConfig sentinels = clientConfig(config, clientName, false);
+    SentinelMasterCheck masterCheck = null;
     if (config.mode() == LockClientConfig.Mode.SENTINEL) {
       // Never onto a node the sentinels no longer name master (a former master restarted empty).
-      data = DefaultJedisClientConfig.builder().from(data).hostAndPortMapper(
-          new SentinelMasterCheck(config.sentinelMaster().orElseThrow(),
-              config.nodes().stream().map(RedisTopology::hostAndPort).toList(), sentinels))
-          .build();
+      masterCheck = new SentinelMasterCheck(config.sentinelMaster().orElseThrow(),
+          config.nodes().stream().map(RedisTopology::hostAndPort).toList(), sentinels);
+      data = DefaultJedisClientConfig.builder().from(data).hostAndPortMapper(masterCheck).build();
     }
     ConnectionPoolConfig pool = new ConnectionPoolConfig();
     pool.setMaxTotal(config.poolMaxSize());
@@ -142,7 +142,7 @@ abstract class RedisTopology implements AutoCloseable {
     try {
       topology = switch (config.mode()) {
         case STANDALONE -> new Standalone(config, data, pool);
-        case SENTINEL -> new Sentinel(config, data, sentinels, pool);
+        case SENTINEL -> new Sentinel(config, data, sentinels, pool, masterCheck);
         case CLUSTER -> new Cluster(config, data, pool);
       };
     } catch (JedisException e) {
@@ -472,6 +472,15 @@ abstract class RedisTopology implements AutoCloseable {
   }
 
   /**
+   * Whether the node that takes the commands can change while connections to the former one stay
+   * open (Sentinel: a demoted master keeps its subscribers, and hears no unlock once it stops
+   * replicating), so that subscribers must follow {@link #subscriberNode} on their own.
+   */
+  boolean switchesMaster() {
+    return false;
+  }
+
+  /**
    * Whether {@code channel} (in the slot of {@code key}) has subscribers besides {@code own} of
    * this client's: waiters in other processes, Holdfast's or Redisson's. True when that cannot be
    * known: a Redis 6.2 cluster broadcasts unlock messages, so subscribers may be on any node, and
@@ -643,6 +652,11 @@ abstract class RedisTopology implements AutoCloseable {
           }
         }
         pauseMillis = pauseAfterRefusal(++refused, false);
+      } catch (SentinelMasterCheck.NotConfirmedException e) {
+        last = e; // refused before anything was sent
+        if (++unanswered >= attempts) {
+          break;
+        }
       } catch (JedisConnectionException e) {
         last = e;
         mayHaveRun = true;
@@ -1019,10 +1033,13 @@ abstract class RedisTopology implements AutoCloseable {
     private final RedisSentinelClient client;
     private final SentineledConnectionProvider provider;
     private final String masterName;
+    private final SentinelMasterCheck masterCheck;
 
     Sentinel(LockClientConfig config, JedisClientConfig masterConfig,
-        JedisClientConfig sentinelConfig, ConnectionPoolConfig pool) {
+        JedisClientConfig sentinelConfig, ConnectionPoolConfig pool,
+        SentinelMasterCheck masterCheck) {
       super(masterConfig, config);
+      this.masterCheck = masterCheck;
       Set<HostAndPort> sentinels = new LinkedHashSet<>();
       config.nodes().forEach(n -> sentinels.add(hostAndPort(n)));
       String master = config.sentinelMaster().orElseThrow();
@@ -1045,7 +1062,16 @@ abstract class RedisTopology implements AutoCloseable {
 
     @Override
     Connection connection(String key) {
-      return provider.getConnection();
+      Connection c = provider.getConnection();
+      try {
+        // A pooled connection may have been opened while the sentinels still named its node.
+        masterCheck.refuseIfNamedOther(c.getHostAndPort());
+      } catch (RuntimeException e) {
+        c.setBroken(); // not pooled again
+        c.close();
+        throw e;
+      }
+      return c;
     }
 
     @Override
@@ -1057,6 +1083,11 @@ abstract class RedisTopology implements AutoCloseable {
     HostAndPort subscriberNode(String channel) {
       // Jedis follows +switch-master from the sentinels and keeps this current.
       return provider.getCurrentMaster();
+    }
+
+    @Override
+    boolean switchesMaster() {
+      return true;
     }
 
     @Override

@@ -115,6 +115,20 @@ final class SubscriberConnection {
     }
   }
 
+  /**
+   * Drops the socket, as a broken one: the reader then reconnects through {@link
+   * UnlockSubscriptions#onConnectionLost}, which moves the channels the topology names another
+   * node for, and wakes their waiters.
+   */
+  void reconnect() {
+    writeLock.lock();
+    try {
+      dropSocket();
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
   void close() {
     writeLock.lock();
     try {

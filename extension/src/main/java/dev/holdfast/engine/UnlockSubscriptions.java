@@ -246,6 +246,28 @@ final class UnlockSubscriptions implements AutoCloseable {
     all.forEach(SubscriberConnection::ping);
   }
 
+  /**
+   * Reconnects every subscriber connection carrying a channel whose node the topology no longer
+   * names ({@link RedisTopology#switchesMaster}: after a Sentinel switch, a demoted master keeps
+   * its subscribers, and an unlock on the new master may never reach it): its waiters move and
+   * wake, as for a lost connection. No I/O but the reconnection.
+   */
+  void followTopology() {
+    Set<SubscriberConnection> stale = new HashSet<>();
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      for (WaitEntry e : entries.values()) {
+        SubscriberConnection c = connections.get(e.node);
+        if (c != null && !topology.subscriberNode(e.channel).equals(e.node)) {
+          stale.add(c);
+        }
+      }
+    }
+    stale.forEach(SubscriberConnection::reconnect);
+  }
+
   /** Channels currently subscribed or being subscribed, for tests. */
   synchronized Set<String> activeChannels() {
     return new HashSet<>(byChannel.keySet());
