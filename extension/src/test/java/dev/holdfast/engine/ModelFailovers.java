@@ -18,13 +18,16 @@ import java.util.Random;
  *   <li>REPLICA_RESTART: the replica is killed and restarted without the RDB file of its last
  *       sync, so it needs a full resync; the fault lasts until the master reports it
  *       {@code online} again;</li>
- *   <li>FAILOVER: the master is killed (SIGKILL) and the sentinels promote the replica; then
- *       the old master is restarted empty — for seconds an empty master at the address a client
- *       that missed the switch still uses, until the sentinels make it a replica of the new
- *       master — and the fault lasts until it is {@code online}. In a CI-length run it happens
- *       once, after two thirds of the run: it is the last fault. In a soak (a run over
- *       {@value #SOAK_MILLIS} ms) it happens every minute (the rejoined old master is the next
- *       failover's replica).</li>
+ *   <li>FAILOVER: the master is killed (SIGKILL) and the sentinels promote the replica; the
+ *       fault lasts until the promoted node takes writes. In a CI-length run it happens once,
+ *       after two thirds of the run, and the old master stays down: it is the last fault. In a
+ *       soak (a run over {@value #SOAK_MILLIS} ms) it happens every minute, and the old master is
+ *       then restarted empty — for seconds an empty master at the address a client that missed
+ *       the switch still uses, until the sentinels make it a replica of the new master (it is
+ *       restarted like a replica, so the next failover has a replica to promote); the fault lasts
+ *       until it is {@code online}. (Not in CI-length runs: on a loaded machine the sentinels
+ *       have been seen to go back to the restarted, empty node, which loses every key — Sentinel's
+ *       failure, not the client's; {@code SentinelFormerMasterTest} covers the client's part.)</li>
  * </ul>
  * Every data node runs with Redis's default {@code repl-diskless-sync-delay} of 5 s (the
  * harness sets 0; it is set back after every start), so every full resync leaves the replica
@@ -94,7 +97,7 @@ final class ModelFailovers implements ModelFaultDriver {
           return;
         }
         if (at > nextFailover) {
-          failover();
+          failover(soak);
           if (!soak) {
             return;
           }
@@ -146,16 +149,19 @@ final class ModelFailovers implements ModelFaultDriver {
             .trim())).findFirst().orElse(-1);
   }
 
-  /** Fails over; the old master then comes back empty, and is made a replica. */
-  private void failover() {
+  /** Fails over; with {@code rejoin}, the old master then comes back empty, as a replica. */
+  private void failover(boolean rejoin) {
     RedisServer old = sentinels.master();
     long start = ModelEvent.now();
     sentinels.failover();
     RedisServer promoted = sentinels.master();
     String text = "promoted " + promoted.port() + " after " + (ModelEvent.now() - start) / 1_000
-        + "ms, old master online as its replica";
-    restartEmpty(old);
-    awaitOnline(promoted, old);
+        + "ms";
+    if (rejoin) {
+      restartEmpty(old);
+      awaitOnline(promoted, old);
+      text += ", old master online as its replica";
+    }
     record("FAILOVER", old, start, text);
   }
 
