@@ -926,7 +926,19 @@ public final class LockEngine implements AutoCloseable {
             pastLease &= System.nanoTime() - c.leaseOverAt() > 0;
             break;
           } catch (RuntimeException e) {
-            LOG.log(Level.WARNING, "Cleaning up " + h + " failed: " + e.getMessage());
+            // Redis answered with an error (out of memory, a script killed…): the request
+            // this settles may still arrive late, so it stays owed, retried at the past-lease
+            // rate, for as long as its seal would live; only then is it given up.
+            if (System.nanoTime() - c.leaseOverAt() - TimeUnit.MILLISECONDS.toNanos(sealMillis)
+                < 0) {
+              LOG.log(Level.DEBUG, () -> "Cleaning up " + h + " failed, retrying: "
+                  + e.getMessage());
+              again = true;
+              break;
+            }
+            LOG.log(Level.WARNING, "Cleaning up " + h + " failed for "
+                + TimeUnit.MILLISECONDS.toSeconds(sealMillis) + " s past its lease, given up: "
+                + e.getMessage());
             h.settled(c);
             forgetIfDone(h);
           }

@@ -172,4 +172,44 @@ class OwedCleanupTest extends ProxiedClientFixture {
     assertTrue(lock.tryLock(), "then the thread takes it");
     lock.unlock();
   }
+
+  /**
+   * Round 14's lead: Redis answers a debt's settling call with an error (here OOM: the server
+   * at its memory limit refuses writes). The debt stays owed and is retried — the request it
+   * settles may still arrive late — and once Redis takes writes again it is settled and the
+   * field removed. Before, it was dropped at the first error: the field stayed until its lease
+   * (30 s here), with nobody believing in it, and nothing sealed the request.
+   */
+  @Test
+  void settleRefusedWithAnError_staysOwed_settledOnceRedisTakesWritesAgain() {
+    LockEngine engine = Clients.engine(a);
+    RedisLock lock = (RedisLock) a.getLock("refused");
+    lock.lock();
+    long thread = Thread.currentThread().getId();
+    Hold hold = lock.holdOf(thread);
+    long oomBefore = oomErrors();
+    redis.server().withAdmin(j -> j.configSet("maxmemory", "1"));
+    try {
+      assertTrue(engine.lose(hold, LossCause.LEASE_UNCONFIRMED, "test: lease unconfirmed"));
+      hold.closeNewest();
+      String abandon = engine.nextRequestId();
+      engine.owe(hold, new Hold.Cleanup(abandon, 1, "abandon", engine.leaseOverAfter(100)));
+      Await.until(Duration.ofSeconds(10), () -> oomErrors() > oomBefore,
+          "the settling call refused with OOM");
+      assertTrue(redisState.exists("refused"), "nothing removed while writes are refused");
+      assertEquals(hold, lock.holdOf(thread), "the debt is still owed");
+    } finally {
+      redis.server().withAdmin(j -> j.configSet("maxmemory", "0"));
+    }
+    Await.until(Duration.ofSeconds(15), () -> lock.holdOf(thread) == null,
+        "the debt settled once Redis takes writes, the hold forgotten");
+    assertFalse(redisState.exists("refused"), "the field removed, long before its 30 s lease");
+  }
+
+  private long oomErrors() {
+    String stats = redis.server().withAdmin(j -> j.info("errorstats"));
+    return stats.lines().filter(l -> l.startsWith("errorstat_OOM:count=")).mapToLong(
+        l -> Long.parseLong(l.substring("errorstat_OOM:count=".length()).split(",")[0]))
+        .sum();
+  }
 }
