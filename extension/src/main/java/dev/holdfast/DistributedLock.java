@@ -209,8 +209,10 @@ public interface DistributedLock extends Lock {
   Condition newCondition();
 
   /**
-   * Deletes the lock whoever holds it and wakes a waiter. The holder is not told directly: its
-   * watchdog (if any) reports a {@link LockLost}, and its {@code unlock()} fails.
+   * Deletes the lock whoever holds it and wakes a waiter. A holder in another client is not
+   * told directly: its watchdog (if any) reports a {@link LockLost}, and its {@code unlock()}
+   * fails. Holds of this client taken before the call are reported lost at once — also when
+   * nothing was deleted, since the lock was then found not held.
    *
    * @return {@code true} if a lock was deleted, {@code false} if it was not held
    */

@@ -114,9 +114,49 @@ final class RedLock extends CompositeLock {
     if (interruptible && Thread.interrupted()) {
       throw new InterruptedException();
     }
-    // Acquired again before a failed unlock() was called again: what it owed is not this
-    // acquisition's to finish (its members' holds settle their own requests).
-    takeUnfinished(unfinishedKey(Thread.currentThread().getId()));
+    // Acquired again before a failed unlock() was called again (through any handle of these
+    // members, or a multi-lock holding one): once this acquisition holds, the sections that
+    // unlock() left counted are given back — a member whose release never ran owes it on its
+    // own hold no more than the record says. If it does not hold, the record stays for the
+    // retry the contract asks for.
+    long threadId = Thread.currentThread().getId();
+    MultiLock.OwedKey key = unfinishedKey(threadId);
+    Unfinished unfinished = takeUnfinished(key);
+    boolean acquired = false;
+    try {
+      acquired = acquireRounds(waitNanos, leaseMillis, interruptible);
+      return acquired;
+    } finally {
+      if (unfinished != null) {
+        if (acquired) {
+          giveBackOwed(unfinished.due(), threadId);
+        } else {
+          keep(key, unfinished.due());
+        }
+      }
+    }
+  }
+
+  /**
+   * Gives back now, member by member, each section a failed unlock() ({@code due}) left counted
+   * and still owed; one whose give-back fails stays owed on the member's hold, finished by the
+   * thread's next call on it (never in place of an unlock()).
+   */
+  private static void giveBackOwed(MultiLock.Due due, long threadId) {
+    for (MultiLock.Due part : due.parts()) {
+      if (part.outcome() == MultiLock.Due.Outcome.FAILED && part.owed(threadId)) {
+        try {
+          ((RedisLock) part.member()).giveBackSection();
+        } catch (RuntimeException e) {
+          LOG.log(Level.DEBUG, () -> "Giving back " + part.member().getName() + " failed; it "
+              + "stays owed: " + e.getMessage());
+        }
+      }
+    }
+  }
+
+  private boolean acquireRounds(long waitNanos, long leaseMillis, boolean interruptible)
+      throws InterruptedException {
     long lease = leaseMillis == NONE ? watchdogMillis : leaseMillis;
     long start = System.nanoTime();
     long unreachableSince = 0;
@@ -212,10 +252,11 @@ final class RedLock extends CompositeLock {
    *     does not hold them (never held, or lost); its message quotes a member's loss if there
    *     was one (the RedLock was lost, not never held); the members' exceptions are suppressed
    * @throws LockException if fewer than a majority could be released otherwise, because servers
-   *     failed to answer. Call {@code unlock()} again (before acquiring this RedLock again): it
-   *     finishes only what this call left — the members whose release failed and is still owed;
-   *     a member released now is not released twice, and one the thread took alone meanwhile is
-   *     its own (kept per thread and members, whichever handle names them)
+   *     failed to answer. Call {@code unlock()} again: it finishes only what this call left —
+   *     the members whose release failed and is still owed; a member released now is not
+   *     released twice, and one the thread took alone meanwhile is its own (kept per thread and
+   *     members, whichever handle names them). Acquiring the RedLock again instead gives those
+   *     sections back once the acquisition holds (a failed acquisition leaves the record)
    * @throws IllegalStateException if fewer than a majority was released and the rest are members
    *     whose client is closed (or not held): nothing is left to call again, as for any lock of
    *     a closed client

@@ -1598,6 +1598,7 @@ final class RedisLock implements FencedLock {
   public boolean forceUnlock() {
     checkOpen();
     String field = names.field(engine.fieldOf(Thread.currentThread().getId()));
+    long sentAt = System.nanoTime();
     RedisTopology.Replicated replicated = engine.topology().evalReplicated(
         names.kind().forceRelease(), keys(names.key()),
         sealed -> args(field, engine.topology().publishCommand(), names.channel()), false);
@@ -1605,11 +1606,18 @@ final class RedisLock implements FencedLock {
     if (deleted && !replicated.confirmed()) {
       unconfirmed("forceUnlock()", replicated);
     }
-    if (deleted) {
-      for (Hold h : engine.holds().values()) {
-        // The key is gone: every hold of it, of any kind, is lost.
-        if (h.names.key().equals(names.key()) && h.count() > 0) {
+    for (Hold h : engine.holds().values()) {
+      // Deleted: every hold of the key this client had before the call, of any kind, is lost.
+      // Nothing deleted: the lock is not held in this kind's mode (a read-write lock's other
+      // side may hold it), so this kind's holds are. One taken since is on a new key.
+      if (h.names.key().equals(names.key()) && h.count() > 0 && h.acquiredAt() - sentAt < 0
+          && (deleted || h.names.kind().equals(names.kind()))) {
+        if (deleted) {
           engine.lose(h, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
+        } else {
+          engine.lose(h, LossCause.GONE, "forceUnlock() on this client found the lock not "
+              + "held: it had expired, been force-unlocked, or been lost in a Redis restart or "
+              + "failover");
         }
       }
     }
