@@ -61,6 +61,8 @@ public final class LockEngine implements AutoCloseable {
   private static final long CLEANUP_RETRY_MS = 250;
   /** Retry interval of owed work whose lease is over: only its seal is still at stake. */
   private static final long CLEANUP_PAST_LEASE_RETRY_MS = 2_000;
+  /** How often subscribers check that the master they listen on is still the one named. */
+  private static final long FOLLOW_TOPOLOGY_MILLIS = 500;
 
   private final LockClientConfig config;
   private final String clientId;
@@ -136,6 +138,9 @@ public final class LockEngine implements AutoCloseable {
     if (topology.switchesMaster()) {
       scheduler.scheduleWithFixedDelay(this::followTopology, FOLLOW_TOPOLOGY_MILLIS,
           FOLLOW_TOPOLOGY_MILLIS, TimeUnit.MILLISECONDS);
+      long tick = SentinelMasterCheck.REFRESH_TICK_MILLIS;
+      scheduler.scheduleWithFixedDelay(this::refreshMasterCheck, tick, tick,
+          TimeUnit.MILLISECONDS);
     }
   }
 
@@ -989,8 +994,13 @@ public final class LockEngine implements AutoCloseable {
         attempts);
   }
 
-  /** How often subscribers check that the master they listen on is still the one named. */
-  private static final long FOLLOW_TOPOLOGY_MILLIS = 500;
+  private void refreshMasterCheck() {
+    try {
+      topology.refreshMasterCheck(this::runIo);
+    } catch (RuntimeException e) {
+      LOG.log(Level.DEBUG, "Renewing the master check failed", e);
+    }
+  }
 
   private void followTopology() {
     try {

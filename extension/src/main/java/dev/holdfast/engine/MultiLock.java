@@ -36,6 +36,7 @@ import java.util.stream.Stream;
  * handle of the same members; see {@link #owedEngines} for where it is kept).
  */
 final class MultiLock extends CompositeLock {
+  private static final System.Logger LOG = System.getLogger(MultiLock.class.getName());
   /** The bounded wait for a member other than a round's first: randomised in [min, min+spread). */
   private static final long STEP_MIN_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   private static final long STEP_SPREAD_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
@@ -204,6 +205,25 @@ final class MultiLock extends CompositeLock {
 
     private boolean owedPart(long threadId) {
       return outcome == Outcome.FAILED && owed(threadId);
+    }
+
+    /**
+     * Once an acquisition re-entered this engine's member(s), gives back the sections this due
+     * still owes: one of the member's, or of each of a RedLock's members whose release failed
+     * and is still owed. One whose give-back fails stays owed on the member's hold, finished by
+     * the thread's next call on it (never in place of an unlock()). Nothing for another lock.
+     */
+    void giveBack(long threadId) {
+      if (parts != null) {
+        parts.forEach(p -> p.giveBack(threadId));
+      } else if (member instanceof RedisLock r && owedPart(threadId)) {
+        try {
+          r.giveBackSection();
+        } catch (RuntimeException e) {
+          LOG.log(System.Logger.Level.DEBUG, () -> "Giving back a section of " + r.getName()
+              + " failed; it stays owed: " + e.getMessage());
+        }
+      }
     }
 
     /**
@@ -623,16 +643,10 @@ final class MultiLock extends CompositeLock {
    * success: an acquisition that gives up may never have reached a member still owed.
    */
   private static void finishOwed(Owed o, long threadId) {
-    for (Due d : o.due()) {
-      if (d.member() instanceof RedisLock r && d.owed(threadId)) {
-        try {
-          r.giveBackSection();
-        } catch (RuntimeException e) {
-          // Kept on the member's hold as a give-back owed: never in place of an unlock().
-        }
-      }
-    }
+    o.due().stream().filter(d -> d.member() instanceof RedisLock)
+        .forEach(d -> d.giveBack(threadId));
   }
+
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
   private List<Map<OwedKey, Kept>> engineStores() {

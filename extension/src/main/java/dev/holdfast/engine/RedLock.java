@@ -129,27 +129,9 @@ final class RedLock extends CompositeLock {
     } finally {
       if (unfinished != null) {
         if (acquired) {
-          giveBackOwed(unfinished.due(), threadId);
+          unfinished.due().giveBack(threadId); // what stays owed, on its member's hold
         } else {
           keep(key, unfinished.due());
-        }
-      }
-    }
-  }
-
-  /**
-   * Gives back now, member by member, each section a failed unlock() ({@code due}) left counted
-   * and still owed; one whose give-back fails stays owed on the member's hold, finished by the
-   * thread's next call on it (never in place of an unlock()).
-   */
-  private static void giveBackOwed(MultiLock.Due due, long threadId) {
-    for (MultiLock.Due part : due.parts()) {
-      if (part.outcome() == MultiLock.Due.Outcome.FAILED && part.owed(threadId)) {
-        try {
-          ((RedisLock) part.member()).giveBackSection();
-        } catch (RuntimeException e) {
-          LOG.log(Level.DEBUG, () -> "Giving back " + part.member().getName() + " failed; it "
-              + "stays owed: " + e.getMessage());
         }
       }
     }

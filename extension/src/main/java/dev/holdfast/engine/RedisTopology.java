@@ -17,6 +17,7 @@ import java.util.NoSuchElementException;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
@@ -478,6 +479,13 @@ abstract class RedisTopology implements AutoCloseable {
    */
   boolean switchesMaster() {
     return false;
+  }
+
+  /**
+   * Called every {@link SentinelMasterCheck#REFRESH_TICK_MILLIS} where {@link #switchesMaster}:
+   * renews on {@code executor} what the check of the master needs, off the callers' path.
+   */
+  void refreshMasterCheck(Executor executor) {
   }
 
   /**
@@ -1091,6 +1099,11 @@ abstract class RedisTopology implements AutoCloseable {
     }
 
     @Override
+    void refreshMasterCheck(Executor executor) {
+      masterCheck.refreshDue(executor);
+    }
+
+    @Override
     String nodeName(String key) {
       return String.valueOf(provider.getCurrentMaster());
     }
@@ -1102,7 +1115,8 @@ abstract class RedisTopology implements AutoCloseable {
         return List.of(new NodeStatus("master '" + masterName + "'", "master", false, 0,
             "the sentinels have named no master"));
       }
-      return List.of(ping("master", master, n -> borrow(provider::getConnection,
+      // Through the borrow check: a pooled connection to a former master is not "the master".
+      return List.of(ping("master", master, n -> borrow(() -> connection(null),
           System.nanoTime() + timeout.toNanos())));
     }
 

@@ -5,6 +5,9 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
@@ -30,27 +33,44 @@ import redis.clients.jedis.exceptions.JedisException;
  * #refuseIfNamedOther}), so that a connection opened while the sentinels still named the former
  * master — a failover's first seconds — is refused once one names another. The borrow does not
  * need a majority: with the sentinels down the master goes on serving, and the pooled
- * connections with it (holds stay renewed). A verdict is reused for {@link #VERDICT_MILLIS}:
- * a busy client asks the sentinels about twice a second, a client in an outage no more. What
- * remains: for up to that long after the sentinels agree on a new master, a client that has not
- * followed the switch may still use a former master that restarted empty in the failover's first
- * seconds; {@code min-replicas-to-write 1} on the data nodes closes that (an empty restarted
+ * connections with it (holds stay renewed). A verdict is reused for {@link #VERDICT_MILLIS}
+ * and renewed in the background ({@link #refreshDue}) while its node is in use, so that a lock
+ * call does not wait for the sentinels: a busy client asks them about three times a second, an
+ * idle one not at all; a caller asks only when there is no verdict yet or the background has
+ * fallen behind. While one thread asks, a borrow uses the last verdict (sentinels that do not
+ * answer must not stall every call) and a new socket waits for the answer. What remains: for up
+ * to a term (plus an ask in progress) after the sentinels agree on a new master, a client that
+ * has not followed the switch may still use a former master that restarted empty in the
+ * failover's first seconds; {@code min-replicas-to-write 1} on the data nodes closes that (an empty restarted
  * master has no replica, so it refuses writes).
  *
- * <p>Thread-safe: one thread asks the sentinels at a time, a caller that needs a new verdict; the
- * others use the last verdict meanwhile, or wait for a first one.
+ * <p>Thread-safe: one thread asks the sentinels at a time (the background renewal, or a caller
+ * that needs a new verdict); the others use the last verdict meanwhile or wait, as above.
  */
 final class SentinelMasterCheck implements HostAndPortMapper {
   /** How long a verdict about a node is used before the sentinels are asked again. */
   static final long VERDICT_MILLIS = 500;
+  /** How often {@link #refreshDue} should be called. */
+  static final long REFRESH_TICK_MILLIS = 100;
+  /**
+   * Age from which the background renews a verdict: a tick and an answer later it is still
+   * younger than {@link #VERDICT_MILLIS}.
+   */
+  private static final long REFRESH_FROM_MILLIS = VERDICT_MILLIS - 2 * REFRESH_TICK_MILLIS;
+  /** A node is in use while a verdict about it was asked for this recently. */
+  private static final long IN_USE_MILLIS = 2 * VERDICT_MILLIS;
 
   private final String masterName;
   private final List<HostAndPort> sentinels;
   private final JedisClientConfig sentinelConfig;
   private final long askNanos;
   private final int majority;
-  private final ConcurrentMap<HostAndPort, Verdict> verdicts = new ConcurrentHashMap<>();
+  private final ConcurrentMap<HostAndPort, Node> nodes = new ConcurrentHashMap<>();
   private final ReentrantLock asking = new ReentrantLock();
+  private final AtomicBoolean refreshing = new AtomicBoolean();
+  /** Verdicts a caller had to ask for itself (none yet, or the background behind). */
+  private final AtomicLong callerAsks = new AtomicLong();
+  private final AtomicLong backgroundAsks = new AtomicLong();
 
   /**
    * @param sentinels the configured sentinels; one listed twice counts once
@@ -88,6 +108,12 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       JedisException cause, long at) {
   }
 
+  /** A data node's last verdict, and when a caller last needed one (nanoTime). */
+  private static final class Node {
+    volatile Verdict verdict;
+    volatile long usedAt;
+  }
+
   /**
    * Returns {@code node} when the sentinels confirm it.
    *
@@ -106,7 +132,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
    * @throws NotConfirmedException otherwise
    */
   void confirm(HostAndPort node) {
-    Verdict v = verdict(node);
+    Verdict v = verdict(node, false);
     if (!v.confirmed()) {
       throw new NotConfirmedException(v.refusal(), v.cause());
     }
@@ -118,33 +144,102 @@ final class SentinelMasterCheck implements HostAndPortMapper {
    * @throws NotConfirmedException if one does
    */
   void refuseIfNamedOther(HostAndPort node) {
-    Verdict v = verdict(node);
+    Verdict v = verdict(node, true);
     if (v.namedOther()) {
       throw new NotConfirmedException(v.refusal(), v.cause());
     }
   }
 
-  private Verdict verdict(HostAndPort node) {
-    Verdict v = verdicts.get(node);
+  /**
+   * @param lastWillDo whether, while another thread is asking, the last verdict may be used past
+   *     its term (a borrow: the sentinels silent must not stall every call) rather than waiting
+   *     for the answer (a new socket: rare, and it needs a majority now)
+   */
+  private Verdict verdict(HostAndPort address, boolean lastWillDo) {
+    Node node = nodes.computeIfAbsent(address, a -> new Node());
+    node.usedAt = System.nanoTime();
+    Verdict v = node.verdict;
     if (v != null && age(v) < VERDICT_MILLIS) {
       return v;
     }
-    // One asks (within twice the sentinel timeout); the others go on with the last verdict.
-    boolean mine = v != null ? asking.tryLock() : lock();
+    // One asks (within twice the sentinel timeout); the others wait or use the last verdict.
+    boolean mine = v != null && lastWillDo ? asking.tryLock() : lock();
     if (!mine) {
       return v;
     }
     try {
-      Verdict now = verdicts.get(node);
+      Verdict now = node.verdict;
       if (now != null && age(now) < VERDICT_MILLIS) {
         return now;
       }
-      now = ask(node);
-      verdicts.put(node, now);
+      callerAsks.incrementAndGet();
+      now = ask(address);
+      node.verdict = now;
       return now;
     } finally {
       asking.unlock();
     }
+  }
+
+  /**
+   * Renews, on {@code executor}, the verdicts about nodes in use that will soon be too old, so
+   * that callers find them fresh. Call every {@link #REFRESH_TICK_MILLIS}; does no I/O itself and
+   * starts at most one renewal at a time. A renewal skips a node a caller is asking about.
+   */
+  void refreshDue(Executor executor) {
+    if (!anyDue() || !refreshing.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      executor.execute(() -> {
+        try {
+          nodes.forEach(this::refreshIfDue);
+        } finally {
+          refreshing.set(false);
+        }
+      });
+    } catch (RuntimeException e) {
+      refreshing.set(false); // closing
+    }
+  }
+
+  private boolean anyDue() {
+    for (Node node : nodes.values()) {
+      if (due(node)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean due(Node node) {
+    Verdict v = node.verdict;
+    return v != null && age(v) >= REFRESH_FROM_MILLIS
+        && (System.nanoTime() - node.usedAt) / 1_000_000L < IN_USE_MILLIS;
+  }
+
+  private void refreshIfDue(HostAndPort address, Node node) {
+    if (!due(node) || !asking.tryLock()) {
+      return;
+    }
+    try {
+      if (due(node)) {
+        backgroundAsks.incrementAndGet();
+        node.verdict = ask(address);
+      }
+    } finally {
+      asking.unlock();
+    }
+  }
+
+  /** {@return how many verdicts callers asked for themselves} For tests. */
+  long callerAsks() {
+    return callerAsks.get();
+  }
+
+  /** {@return how many verdicts the background renewed} For tests. */
+  long backgroundAsks() {
+    return backgroundAsks.get();
   }
 
   private boolean lock() {

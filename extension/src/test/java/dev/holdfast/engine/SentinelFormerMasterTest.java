@@ -97,6 +97,54 @@ class SentinelFormerMasterTest {
     assertFalse(a.getLock(LOCK).tryLock(), "A sees B's hold");
   }
 
+  /**
+   * The check's verdicts are renewed in the background while the client is busy, so that lock
+   * calls do not wait for the sentinels (they used to: one call per verdict term asked them
+   * itself, up to twice the sentinel timeout when they were silent), and not at all once the
+   * client is idle.
+   */
+  @Test
+  void busyClient_findsVerdictsRenewedInTheBackground_idleClientAsksNothing() throws Exception {
+    sentinels = RedisSentinelSetup.start("renewed-verdicts");
+    LockClient a = clients.create(config(sentinels.sentinelNodes()));
+    DistributedLock lock = a.getLock("busy");
+    lock.lock();
+    lock.unlock(); // the first verdict: asked by the caller, there is none yet
+    SentinelMasterCheck check = masterCheck(a);
+    long callerAsksBefore = check.callerAsks();
+    long busyUntil = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+    int calls = 0;
+    while (System.nanoTime() < busyUntil) {
+      assertTrue(lock.tryLock(5, TimeUnit.SECONDS));
+      lock.unlock();
+      calls++;
+      Thread.sleep(10); // pacing: a client doing lock work (not a synchronisation)
+    }
+    long background = check.backgroundAsks();
+    long byCallers = check.callerAsks() - callerAsksBefore;
+    assertTrue(background >= 3, "verdicts renewed in the background during " + calls
+        + " calls: " + background);
+    assertTrue(byCallers < background, "callers asked " + byCallers + " times, the background "
+        + background);
+
+    // Idle: past the in-use window nothing more is asked.
+    long idleFrom = System.nanoTime();
+    Await.until(Duration.ofSeconds(10), () -> System.nanoTime() - idleFrom
+        > TimeUnit.MILLISECONDS.toNanos(4 * SentinelMasterCheck.VERDICT_MILLIS), "idle a while");
+    long settled = check.backgroundAsks();
+    long observeFrom = System.nanoTime();
+    Await.until(Duration.ofSeconds(10), () -> System.nanoTime() - observeFrom
+        > TimeUnit.MILLISECONDS.toNanos(4 * SentinelMasterCheck.VERDICT_MILLIS), "observed");
+    assertEquals(settled, check.backgroundAsks(), "an idle client asks the sentinels nothing");
+  }
+
+  private static SentinelMasterCheck masterCheck(LockClient client) throws Exception {
+    RedisTopology topology = Clients.engine(client).topology();
+    var field = topology.getClass().getDeclaredField("masterCheck");
+    field.setAccessible(true);
+    return (SentinelMasterCheck) field.get(topology);
+  }
+
   private Map<String, String> config(String sentinelNodes) {
     return Map.of(
         LockClientConfig.MODE, "sentinel",
