@@ -211,8 +211,11 @@ public interface DistributedLock extends Lock {
   /**
    * Deletes the lock whoever holds it and wakes a waiter. A holder in another client is not
    * told directly: its watchdog (if any) reports a {@link LockLost}, and its {@code unlock()}
-   * fails. Holds of this client taken before the call are reported lost at once — also when
-   * nothing was deleted, since the lock was then found not held.
+   * fails. This client's holds of the lock are checked in Redis when the call returns, and
+   * those whose entry is gone (or cannot be confirmed) are reported lost at once — also when
+   * nothing was deleted, since the lock was then found not held; an acquisition of this client
+   * answered later checks itself the same way. A read-write lock's other side, if it holds,
+   * stays held.
    *
    * @return {@code true} if a lock was deleted, {@code false} if it was not held
    */

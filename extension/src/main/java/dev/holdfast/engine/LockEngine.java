@@ -74,6 +74,11 @@ public final class LockEngine implements AutoCloseable {
   /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed =
       new ConcurrentHashMap<>();
+  /**
+   * When this client's latest {@code forceUnlock()} of each key was answered (nanoTime), kept
+   * a seal's time: an acquisition answered later may have run before the delete.
+   */
+  private final ConcurrentMap<String, Long> forcedAt = new ConcurrentHashMap<>();
   /** What failed RedLock unlocks left ({@link RedLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, RedLock.Unfinished> redLockUnfinished =
       new ConcurrentHashMap<>();
@@ -363,6 +368,26 @@ public final class LockEngine implements AutoCloseable {
 
   UnlockSubscriptions subscriptions() {
     return subscriptions;
+  }
+
+  /**
+   * Records that a {@code forceUnlock()} of {@code key} by this client was answered at
+   * {@code at} (nanoTime). Called before its holds of the key are checked, so that an
+   * acquisition registered meanwhile is seen by that check or sees this record.
+   */
+  void forced(String key, long at) {
+    long keep = TimeUnit.MILLISECONDS.toNanos(sealMillis);
+    forcedAt.values().removeIf(t -> at - t > keep);
+    forcedAt.merge(key, at, Math::max);
+  }
+
+  /**
+   * {@return whether a {@code forceUnlock()} of {@code key} by this client was answered after
+   * {@code sentAt} (nanoTime): an acquisition sent then may have run before its delete}
+   */
+  boolean forcedSince(String key, long sentAt) {
+    Long at = forcedAt.get(key);
+    return at != null && at - sentAt > 0;
   }
 
   ConcurrentMap<Hold.Id, Hold> holds() {

@@ -798,6 +798,11 @@ final class RedisLock implements FencedLock {
       h.opened(new Hold.Section(leaseMillis == WATCHDOG, lease,
           firstSent + millisToNanos(lease)), until);
       engine.watchDeadline(h);
+      if (engine.forcedSince(names.key(), firstSent)) {
+        // Answered after this client force-unlocked the key: it may have run before the delete
+        // (then it was acquired and force-unlocked, and is reported lost).
+        loseIfForced(h, true);
+      }
       return ACQUIRED;
     }
 
@@ -1598,30 +1603,58 @@ final class RedisLock implements FencedLock {
   public boolean forceUnlock() {
     checkOpen();
     String field = names.field(engine.fieldOf(Thread.currentThread().getId()));
-    long sentAt = System.nanoTime();
-    RedisTopology.Replicated replicated = engine.topology().evalReplicated(
-        names.kind().forceRelease(), keys(names.key()),
-        sealed -> args(field, engine.topology().publishCommand(), names.channel()), false);
+    int[] sends = {0};
+    RedisTopology.Replicated replicated;
+    try {
+      replicated = engine.topology().evalReplicated(names.kind().forceRelease(),
+          keys(names.key()), sealed -> {
+            sends[0]++;
+            return args(field, engine.topology().publishCommand(), names.channel());
+          }, false);
+    } finally {
+      engine.forced(names.key(), System.nanoTime()); // it may have run even if it threw
+    }
     boolean deleted = number(replicated.reply()) == 1;
     if (deleted && !replicated.confirmed()) {
       unconfirmed("forceUnlock()", replicated);
     }
+    // Which of this client's holds of the key the call ended is not known from its answer (an
+    // earlier send whose answer was lost may have deleted, an acquisition in flight may have run
+    // before or after the delete, a read-write lock's other side may hold it): each is asked
+    // about. One answered later checks itself (see forcedSince).
+    boolean mayHaveDeleted = deleted || sends[0] > 1;
     for (Hold h : engine.holds().values()) {
-      // Deleted: every hold of the key this client had before the call, of any kind, is lost.
-      // Nothing deleted: the lock is not held in this kind's mode (a read-write lock's other
-      // side may hold it), so this kind's holds are. One taken since is on a new key.
-      if (h.names.key().equals(names.key()) && h.count() > 0 && h.acquiredAt() - sentAt < 0
-          && (deleted || h.names.kind().equals(names.kind()))) {
-        if (deleted) {
-          engine.lose(h, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
-        } else {
-          engine.lose(h, LossCause.GONE, "forceUnlock() on this client found the lock not "
-              + "held: it had expired, been force-unlocked, or been lost in a Redis restart or "
-              + "failover");
-        }
+      if (h.names.key().equals(names.key()) && h.count() > 0) {
+        loseIfForced(h, mayHaveDeleted);
       }
     }
     return deleted;
+  }
+
+  /**
+   * After a {@code forceUnlock()} of this key by this client: {@code hold} is lost unless Redis
+   * still has its field (or cannot say: as if deleted). Not while its owner is releasing it (the
+   * release may have taken the field; it reports what it finds).
+   *
+   * @param mayHaveDeleted whether the call deleted the key, or may have (sent more than once)
+   */
+  private void loseIfForced(Hold hold, boolean mayHaveDeleted) {
+    boolean present;
+    try {
+      present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
+          hold.field));
+    } catch (RuntimeException e) {
+      present = false;
+    }
+    if (!present && !hold.ending() && hold.count() > 0) {
+      if (mayHaveDeleted) {
+        engine.lose(hold, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
+      } else {
+        engine.lose(hold, LossCause.GONE, "forceUnlock() on this client found the lock not "
+            + "held: it had expired, been force-unlocked, or been lost in a Redis restart or "
+            + "failover");
+      }
+    }
   }
 
   @Override

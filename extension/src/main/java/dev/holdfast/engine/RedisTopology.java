@@ -1052,8 +1052,8 @@ abstract class RedisTopology implements AutoCloseable {
       config.nodes().forEach(n -> sentinels.add(hostAndPort(n)));
       String master = config.sentinelMaster().orElseThrow();
       this.masterName = master;
-      this.provider = new SentineledConnectionProvider(master, masterConfig, pool, sentinels,
-          sentinelConfig);
+      this.provider = new CheckedProvider(master, masterConfig, pool, sentinels, sentinelConfig,
+          masterCheck);
       this.client = RedisSentinelClient.builder()
           .masterName(master)
           .sentinels(sentinels)
@@ -1070,16 +1070,7 @@ abstract class RedisTopology implements AutoCloseable {
 
     @Override
     Connection connection(String key) {
-      Connection c = provider.getConnection();
-      try {
-        // A pooled connection may have been opened while the sentinels still named its node.
-        masterCheck.refuseIfNamedOther(c.getHostAndPort());
-      } catch (RuntimeException e) {
-        c.setBroken(); // not pooled again
-        c.close();
-        throw e;
-      }
-      return c;
+      return provider.getConnection();
     }
 
     @Override
@@ -1115,8 +1106,7 @@ abstract class RedisTopology implements AutoCloseable {
         return List.of(new NodeStatus("master '" + masterName + "'", "master", false, 0,
             "the sentinels have named no master"));
       }
-      // Through the borrow check: a pooled connection to a former master is not "the master".
-      return List.of(ping("master", master, n -> borrow(() -> connection(null),
+      return List.of(ping("master", master, n -> borrow(provider::getConnection,
           System.nanoTime() + timeout.toNanos())));
     }
 
@@ -1124,6 +1114,44 @@ abstract class RedisTopology implements AutoCloseable {
     public void close() {
       closed = true;
       client.close();
+    }
+  }
+
+  /**
+   * Jedis' Sentinel pool with the borrow check of {@link SentinelMasterCheck}: every connection it
+   * hands out — to lock scripts, reads ({@code isLocked}, {@code getHoldCount}) and the health
+   * ping alike — is refused once a sentinel names another master, since a pooled connection may
+   * have been opened while the sentinels still named its node.
+   */
+  private static final class CheckedProvider extends SentineledConnectionProvider {
+    private final SentinelMasterCheck masterCheck;
+
+    CheckedProvider(String masterName, JedisClientConfig masterConfig, ConnectionPoolConfig pool,
+        Set<HostAndPort> sentinels, JedisClientConfig sentinelConfig,
+        SentinelMasterCheck masterCheck) {
+      super(masterName, masterConfig, pool, sentinels, sentinelConfig);
+      this.masterCheck = masterCheck;
+    }
+
+    @Override
+    public Connection getConnection() {
+      return checked(super.getConnection());
+    }
+
+    @Override
+    public Connection getConnection(CommandArguments args) {
+      return checked(super.getConnection(args));
+    }
+
+    private Connection checked(Connection c) {
+      try {
+        masterCheck.refuseIfNamedOther(c.getHostAndPort());
+      } catch (RuntimeException e) {
+        c.setBroken(); // not pooled again
+        c.close();
+        throw e;
+      }
+      return c;
     }
   }
 

@@ -56,7 +56,7 @@ import redis.clients.jedis.Jedis;
  *       talks to the server through its own {@link FaultProxy}; a seeded {@link ModelFaults}
  *       schedule drops replies, adds latency, black-holes and resets connections, and kills the
  *       server with SIGKILL (it runs with {@code appendfsync always}, so nothing acknowledged is
- *       lost) and restarts it.</li>
+ *       lost) and restarts it, or makes it refuse every write (out of memory) a while.</li>
  *   <li><b>cluster</b> ({@link #cluster_liveSlotMigrations_matchTheModel}): three masters without
  *       replicas; {@link ModelMigrations} moves the locks' slots between masters while the actors
  *       run ({@code SETSLOT MIGRATING/IMPORTING}, {@code MIGRATE}, {@code SETSLOT NODE}), with

@@ -242,19 +242,15 @@ final class ModelActor implements Runnable {
     for (Hold hold : holds.values()) {
       if (hold.unlockFailingSince != 0) {
         pause(20 + random.nextInt(80));
-        // Of the multi-lock's retries, half take a member alone first, a quarter re-acquire (the
-        // MultiLock#unlock contract); of the RedLock's, half take a member alone first.
-        int pick = switch (hold.lock) {
-          case ModelLocks.MULTI -> random.nextInt(4);
-          case ModelLocks.RED -> random.nextBoolean() ? 0 : 3;
-          default -> 3;
-        };
-        if (pick < 2 && !holds.containsKey(ModelLocks.retakenMember(hold.lock))) {
-          retakeMemberThenRetry(hold);
-        } else if (pick == 2 && hold.count() >= 2 && !hold.lost) {
-          // The next call finishes the failed unlock whichever it is (MultiLock#unlock): an
-          // acquisition that succeeds completes it first.
+        // Of a composite's retries (the multi-lock, the RedLock): while it is re-entered, half
+        // re-acquire (the DistributedLock#unlock contract: an acquisition that succeeds finishes
+        // the failed unlock first); of the others, half take a member alone first.
+        boolean composite = ModelLocks.composite(hold.lock);
+        if (composite && hold.count() >= 2 && !hold.lost && random.nextBoolean()) {
           acquire(hold.lock, hold, pickMethod(true, false));
+        } else if (composite && random.nextBoolean()
+            && !holds.containsKey(ModelLocks.retakenMember(hold.lock))) {
+          retakeMemberThenRetry(hold);
         } else {
           unlock(hold);
         }

@@ -29,6 +29,9 @@ import java.util.Random;
  *   <li>RESET: every connection through one proxy is reset;</li>
  *   <li>KILL: the lock server is killed with SIGKILL and restarted after 0-1.5 s (it runs with
  *       {@code appendfsync always}, so nothing acknowledged is lost).</li>
+ *   <li>REFUSE: the lock server answers every write with an error (out of memory:
+ *       {@code maxmemory 1}) for 0.3-2.5 s — acquisitions, renewals, releases and the settling
+ *       of debts are refused, not lost.</li>
  * </ul>
  * Held requests are delivered at the end of their black hole, together with the retries they
  * duplicate, so a release marker (which lives at least 5 s) always outlives them. Every fault is
@@ -36,7 +39,7 @@ import java.util.Random;
  */
 final class ModelFaults implements ModelFaultDriver {
 
-  enum Kind { DROP, DELAY, BLACK_HOLE, RESET, KILL }
+  enum Kind { DROP, DELAY, BLACK_HOLE, RESET, KILL, REFUSE }
 
   /** A fault: at {@code atMillis} after the start, on proxy {@code target} (-1: the server). */
   record Fault(long atMillis, Kind kind, int target, long durationMillis, long amount) {
@@ -92,13 +95,15 @@ final class ModelFaults implements ModelFaultDriver {
   private static Fault fault(Random random, long at, int proxies, int notTarget,
       int watchdogMillis) {
     int roll = random.nextInt(100);
-    Kind kind = roll < 15 ? Kind.DROP : roll < 35 ? Kind.DELAY : roll < 65 ? Kind.BLACK_HOLE
-        : roll < 82 ? Kind.RESET : Kind.KILL;
-    if (kind == Kind.KILL && notTarget == -1) {
-      kind = Kind.BLACK_HOLE;
+    Kind kind = roll < 14 ? Kind.DROP : roll < 32 ? Kind.DELAY : roll < 60 ? Kind.BLACK_HOLE
+        : roll < 76 ? Kind.RESET : roll < 90 ? Kind.KILL : Kind.REFUSE;
+    boolean onServer = kind == Kind.KILL || kind == Kind.REFUSE;
+    if (onServer && notTarget == -1) {
+      kind = Kind.BLACK_HOLE; // one fault on the server at a time
+      onServer = false;
     }
     int target = -1;
-    if (kind != Kind.KILL) {
+    if (!onServer) {
       do {
         target = random.nextInt(proxies);
       } while (target == notTarget && proxies > 1);
@@ -111,6 +116,7 @@ final class ModelFaults implements ModelFaultDriver {
           ? watchdogMillis + 200 + random.nextInt(1_301) : 300 + random.nextInt(2_701), 0);
       case RESET -> new Fault(at, kind, target, 0, 0);
       case KILL -> new Fault(at, kind, target, random.nextInt(1_501), 0);
+      case REFUSE -> new Fault(at, kind, target, 300 + random.nextInt(2_201), 0);
     };
   }
 
@@ -135,6 +141,7 @@ final class ModelFaults implements ModelFaultDriver {
     if (!redis.isRunning()) {
       redis.restart();
     }
+    acceptWrites();
   }
 
   @Override
@@ -197,6 +204,7 @@ final class ModelFaults implements ModelFaultDriver {
       case BLACK_HOLE -> proxies.get(f.target()).blackHole(true);
       case RESET -> proxies.get(f.target()).resetAll();
       case KILL -> redis.kill();
+      case REFUSE -> redis.withAdmin(j -> j.configSet("maxmemory", "1"));
     }
   }
 
@@ -208,7 +216,12 @@ final class ModelFaults implements ModelFaultDriver {
       case RESET -> {
       }
       case KILL -> redis.restart();
+      case REFUSE -> acceptWrites();
     }
+  }
+
+  private void acceptWrites() {
+    redis.withAdmin(j -> j.configSet("maxmemory", "0"));
   }
 
   private void record(Fault f, Long start) {
@@ -216,7 +229,7 @@ final class ModelFaults implements ModelFaultDriver {
     String params = switch (f.kind()) {
       case DROP -> f.amount() + " replies";
       case DELAY -> f.amount() + "ms each way";
-      case BLACK_HOLE, KILL -> "planned " + f.durationMillis() + "ms";
+      case BLACK_HOLE, KILL, REFUSE -> "planned " + f.durationMillis() + "ms";
       case RESET -> "";
     };
     history.add(ModelEvent.Kind.FAULT, "", "faults", 0, f.targetName(), "", f.kind().name(), "",

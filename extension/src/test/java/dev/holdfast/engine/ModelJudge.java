@@ -919,8 +919,11 @@ final class ModelJudge {
     f.put("multi-lock members taken alone before an unlock retry", Long.toString(
         episodes.values().stream()
             .filter(e -> e.begin().lock().equals(ModelLocks.RETAKEN_MEMBER)).count()));
-    f.put("multi-lock re-acquisitions finishing a failed unlock", Long.toString(calls.stream()
-        .filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)).count()));
+    f.put("re-acquisitions finishing a failed unlock (multi-lock / RedLock)",
+        calls.stream().filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)
+            && c.lock().equals(ModelLocks.MULTI)).count() + " / " + calls.stream()
+            .filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)
+                && ModelLocks.isRedLock(c.lock())).count());
     f.put("RedLock acquisitions (new holds / re-entries / refused / failed) / unlocks failed"
         + " (LockException) / their retries (OK) / members taken alone before a retry"
         + " / acquisitions returning with fewer than all members held",

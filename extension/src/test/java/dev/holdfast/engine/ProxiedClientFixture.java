@@ -1,11 +1,15 @@
 package dev.holdfast.engine;
 
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
+import dev.holdfast.testing.Await;
 import dev.holdfast.testing.FaultProxy;
 import dev.holdfast.testing.RedisExtension;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -70,5 +74,39 @@ abstract class ProxiedClientFixture {
     warm.unlock();
     warm.unlock();
     return client;
+  }
+
+  /**
+   * An unlock() of {@code lock} whose requests the proxy holds back: it throws {@link
+   * LockException} (returned); the held requests are then delivered (late).
+   */
+  LockException unlockUnanswered(DistributedLock lock) {
+    LockException failed;
+    proxy.blackHole(true);
+    try {
+      failed = assertThrows(LockException.class, lock::unlock, "unlock() through a black hole");
+    } finally {
+      proxy.blackHole(false);
+    }
+    Await.until(Duration.ofSeconds(20), () -> proxy.pendingRequestBytes() == 0,
+        "the held requests delivered");
+    return failed;
+  }
+
+  /** {@return the hold count {@code owner} has in the hash {@code key}, or null} */
+  String count(String key, LockClient owner) {
+    return redisState.hget(key, RedisProbe.fieldOf(owner));
+  }
+
+  /** Returns once none of {@code keys} exists. */
+  void awaitFree(String... keys) {
+    Await.until(Duration.ofSeconds(20), () -> {
+      for (String k : keys) {
+        if (redisState.exists(k)) {
+          return false;
+        }
+      }
+      return true;
+    }, "nothing left held");
   }
 }

@@ -26,31 +26,8 @@ class RedLockUnfinishedAttackTest extends ProxiedClientFixture {
         b.getLock(prefix + "-2"));
   }
 
-  private void unlockUnanswered(DistributedLock red) {
-    proxy.blackHole(true);
-    try {
-      assertThrows(LockException.class, red::unlock, "1 of 3 released: no majority");
-    } finally {
-      proxy.blackHole(false);
-    }
-    Await.until(Duration.ofSeconds(20), () -> proxy.pendingRequestBytes() == 0,
-        "the held releases delivered");
-  }
 
-  private String count(String key, LockClient owner) {
-    return redisState.hget(key, RedisProbe.fieldOf(owner));
-  }
 
-  private void awaitFree(String... keys) {
-    Await.until(Duration.ofSeconds(20), () -> {
-      for (String k : keys) {
-        if (redisState.exists(k)) {
-          return false;
-        }
-      }
-      return true;
-    }, "nothing left held");
-  }
 
   /**
    * Final unlock failed ({@code -1}, {@code -2} in doubt); the thread takes a second RedLock

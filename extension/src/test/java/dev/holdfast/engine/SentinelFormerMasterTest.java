@@ -85,6 +85,14 @@ class SentinelFormerMasterTest {
     assertFalse(aGranted, "A must not take the lock B holds on the promoted master");
     assertFalse((boolean) former.withAdmin(j -> j.exists(LOCK)),
         "nothing was granted on the former master");
+    // Reads go through the same check: the former master would answer "not locked".
+    Boolean aSeesLocked;
+    try {
+      aSeesLocked = a.getLock(LOCK).isLocked();
+    } catch (LockException e) {
+      aSeesLocked = null; // refused: no sentinel confirmed the node
+    }
+    assertFalse(Boolean.FALSE.equals(aSeesLocked), "A must not read B's lock as free");
 
     // Once A hears the sentinels again it follows the switch and works on the promoted master.
     proxies.forEach(p -> p.blackHole(false));
