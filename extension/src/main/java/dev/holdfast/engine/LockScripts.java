@@ -651,21 +651,67 @@ final class LockScripts {
 
 
   /**
-   * Delete the lock whoever holds it.
+   * A force-release request runs once: {@code body} (the kind's, after its {@code helpers}) runs
+   * only if the request's marker ({@code KEYS[#KEYS]}, the last key) is absent, and its reply is
+   * recorded there. Any other copy of the request
+   * — a send whose answer was lost and that arrives after the retry, or one held up until after
+   * the call failed and was sealed ({@link #FORCE_SEAL}) — returns what was recorded ({@code -1}
+   * if sealed) and changes nothing: a late copy must not delete a lock taken since. The marker's
+   * lifetime is {@code ARGV[lifetimeArg]}, after the kind's arguments.
+   */
+  private static LockScript forceReleaseScript(String name, String helpers, int lifetimeArg,
+      String body) {
+    return new LockScript(name, ("""
+        local once = KEYS[#KEYS]
+        local ran = redis.call('get', once)
+        if ran then
+          return tonumber(ran)
+        end
+        """ + helpers + """
+        local function force()
+        """ + body + """
+        end
+        local result = force()
+        redis.call('set', once, result, 'px', ARGV[@LIFETIME@])
+        return result
+        """).replace("@LIFETIME@", Integer.toString(lifetimeArg)));
+  }
+
+  /**
+   * Delete the lock whoever holds it (once per request: {@link #forceReleaseScript}).
    *
    * <pre>
-   * KEYS[1] lock key
+   * KEYS[1] lock key, then the kind's extra keys, then the request's marker
    * ARGV[1] 'publish' or 'spublish'
    * ARGV[2] unlock channel (same slot as the key)
-   * returns 1 if a lock was deleted, 0 if there was none
+   * then the kind's extra arguments, then the marker's lifetime (ms)
+   * returns 1 if a lock was deleted, 0 if there was none (-1: the request was sealed)
    * </pre>
    */
-  static final LockScript FORCE_RELEASE = new LockScript("force-release", """
+  static final LockScript FORCE_RELEASE = forceReleaseScript("force-release", "", 3, """
       if redis.call('exists', KEYS[1]) == 1 then
         redis.call(ARGV[1], ARGV[2], '0')
         redis.call('del', KEYS[1])
         return 1
       end
+      return 0
+      """);
+
+  /**
+   * Seals a force-release request whose call failed (no answer): a copy still on its way finds
+   * the marker and does nothing.
+   *
+   * <pre>
+   * KEYS[1] the request's marker
+   * ARGV[1] the marker's lifetime (ms)
+   * returns 1 if a copy had run first (its reply is in the marker), 0 if sealed now
+   * </pre>
+   */
+  static final LockScript FORCE_SEAL = new LockScript("force-seal", """
+      if redis.call('exists', KEYS[1]) == 1 then
+        return 1
+      end
+      redis.call('set', KEYS[1], '-1', 'px', ARGV[1])
       return 0
       """);
 
@@ -833,8 +879,8 @@ final class LockScripts {
    * {@link #FORCE_RELEASE} for the fair lock (KEYS[2] queue, KEYS[3] scores; ARGV[3..5] as
    * {@link #FAIR_ACQUIRE}'s ARGV[8..10]): wakes the head waiter on its own channel.
    */
-  static final LockScript FAIR_FORCE_RELEASE = new LockScript("fair-force-release",
-      FAIR_COMMON + """
+  static final LockScript FAIR_FORCE_RELEASE = forceReleaseScript("fair-force-release",
+      FAIR_COMMON, 6, """
       purge(KEYS[2], KEYS[3])
       if redis.call('exists', KEYS[1]) == 1 then
         wakeHead(KEYS[2], ARGV[1], ARGV[2])
@@ -1054,8 +1100,8 @@ final class LockScripts {
    * {@link #FORCE_RELEASE} of the write side ({@code KEYS[2]} the timeout key prefix): deletes
    * the lock only in write mode, as Redisson's write lock does.
    */
-  static final LockScript RW_WRITE_FORCE_RELEASE = new LockScript("rw-write-force-release",
-      RW_HELPERS + """
+  static final LockScript RW_WRITE_FORCE_RELEASE = forceReleaseScript("rw-write-force-release",
+      RW_HELPERS, 3, """
       if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
         return 0
       end
@@ -1230,8 +1276,8 @@ final class LockScripts {
    * {@link #FORCE_RELEASE} of the read side ({@code KEYS[2]} the timeout key prefix): deletes the
    * lock, and every reader's timeout keys, only in read mode, as Redisson's read lock does.
    */
-  static final LockScript RW_READ_FORCE_RELEASE = new LockScript("rw-read-force-release",
-      RW_HELPERS + """
+  static final LockScript RW_READ_FORCE_RELEASE = forceReleaseScript("rw-read-force-release",
+      RW_HELPERS, 3, """
       if redis.call('hget', KEYS[1], 'mode') ~= 'read' then
         return 0
       end

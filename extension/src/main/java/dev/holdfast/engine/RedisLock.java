@@ -57,6 +57,8 @@ final class RedisLock implements FencedLock {
   static final long MAX_LEASE_MILLIS = Duration.ofDays(365).toMillis();
   /** Returned by {@link Attempt#tryOnce} when the lock was acquired. */
   private static final long ACQUIRED = Long.MIN_VALUE;
+  /** Retry interval of sealing an unanswered forceUnlock() request. */
+  private static final long FORCE_SEAL_RETRY_MILLIS = 250;
   /** Park bound while our subscription is not confirmed: unlock messages might not reach us. */
   private static final long UNSUBSCRIBED_PARK_MS = 100;
   /** Park bound for a lock without expiry (not set by Holdfast or Redisson). */
@@ -1603,32 +1605,76 @@ final class RedisLock implements FencedLock {
   public boolean forceUnlock() {
     checkOpen();
     String field = names.field(engine.fieldOf(Thread.currentThread().getId()));
-    int[] sends = {0};
+    String marker = names.markerPrefix() + engine.nextRequestId();
+    List<String> keys = new java.util.ArrayList<>(keys(names.key()));
+    keys.add(marker);
+    List<String> args = new java.util.ArrayList<>(args(field, engine.topology().publishCommand(),
+        names.channel()));
+    args.add(Long.toString(engine.markerMillis(true)));
     RedisTopology.Replicated replicated;
     try {
-      replicated = engine.topology().evalReplicated(names.kind().forceRelease(),
-          keys(names.key()), sealed -> {
-            sends[0]++;
-            return args(field, engine.topology().publishCommand(), names.channel());
-          }, false);
-    } finally {
-      engine.forced(names.key(), System.nanoTime()); // it may have run even if it threw
+      replicated = engine.topology().evalReplicated(names.kind().forceRelease(), keys,
+          sealed -> args, false);
+    } catch (RuntimeException e) {
+      if (!(e instanceof RedisUnavailableException u) || u.mayHaveRun()) {
+        // A send may have run, or may still run, until the request is sealed.
+        engine.forced(names.key(), System.nanoTime());
+        loseForcedHolds(true);
+        sealForceRequest(marker, System.nanoTime());
+      }
+      throw e;
     }
+    engine.forced(names.key(), System.nanoTime());
     boolean deleted = number(replicated.reply()) == 1;
     if (deleted && !replicated.confirmed()) {
       unconfirmed("forceUnlock()", replicated);
     }
-    // Which of this client's holds of the key the call ended is not known from its answer (an
-    // earlier send whose answer was lost may have deleted, an acquisition in flight may have run
-    // before or after the delete, a read-write lock's other side may hold it): each is asked
-    // about. One answered later checks itself (see forcedSince).
-    boolean mayHaveDeleted = deleted || sends[0] > 1;
+    // A retry is answered with what the request did (it runs once), but an acquisition in
+    // flight may have run before or after the delete, and a read-write lock's other side may
+    // hold it: each of this client's holds is asked about. One answered later checks itself
+    // (see forcedSince).
+    loseForcedHolds(deleted);
+    return deleted;
+  }
+
+  /** Reports lost the holds of this client on the key that Redis no longer has. */
+  private void loseForcedHolds(boolean mayHaveDeleted) {
     for (Hold h : engine.holds().values()) {
       if (h.names.key().equals(names.key()) && h.count() > 0) {
         loseIfForced(h, mayHaveDeleted);
       }
     }
-    return deleted;
+  }
+
+  /**
+   * Seals, in the background, the request of a {@code forceUnlock()} that got no answer, so that
+   * a copy still on its way can never delete a lock taken since; retried while a copy may still
+   * arrive (a seal's time). Once sealed, this client's holds of the key are checked again, and so
+   * is every acquisition answered after that (a copy may have run before the seal).
+   */
+  private void sealForceRequest(String marker, long since) {
+    boolean started = engine.runIo(() -> {
+      try {
+        engine.topology().eval(LockScripts.FORCE_SEAL, List.of(marker),
+            List.of(Long.toString(engine.markerMillis(true))));
+        engine.forced(names.key(), System.nanoTime());
+        loseForcedHolds(true);
+      } catch (RuntimeException e) {
+        if (engine.closed()) {
+          return;
+        }
+        if (System.nanoTime() - since < TimeUnit.MILLISECONDS.toNanos(engine.markerMillis(true))) {
+          engine.schedule(() -> sealForceRequest(marker, since), FORCE_SEAL_RETRY_MILLIS);
+        } else {
+          LOG.log(System.Logger.Level.WARNING, () -> "Giving up sealing an unanswered "
+              + "forceUnlock() of '"
+              + names.name() + "': " + e.getMessage());
+        }
+      }
+    });
+    if (!started && !engine.closed()) {
+      engine.schedule(() -> sealForceRequest(marker, since), FORCE_SEAL_RETRY_MILLIS);
+    }
   }
 
   /**
@@ -1636,7 +1682,7 @@ final class RedisLock implements FencedLock {
    * still has its field (or cannot say: as if deleted). Not while its owner is releasing it (the
    * release may have taken the field; it reports what it finds).
    *
-   * @param mayHaveDeleted whether the call deleted the key, or may have (sent more than once)
+   * @param mayHaveDeleted whether the call deleted the key, or may have (no answer)
    */
   private void loseIfForced(Hold hold, boolean mayHaveDeleted) {
     boolean present;

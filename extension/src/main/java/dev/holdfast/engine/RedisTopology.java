@@ -1148,7 +1148,11 @@ abstract class RedisTopology implements AutoCloseable {
         masterCheck.refuseIfNamedOther(c.getHostAndPort());
       } catch (RuntimeException e) {
         c.setBroken(); // not pooled again
-        c.close();
+        try {
+          c.close();
+        } catch (RuntimeException closing) {
+          e.addSuppressed(closing); // the refusal is what the caller must see
+        }
         throw e;
       }
       return c;

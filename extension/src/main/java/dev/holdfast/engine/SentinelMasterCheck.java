@@ -37,11 +37,11 @@ import redis.clients.jedis.exceptions.JedisException;
  * and renewed in the background ({@link #refreshDue}) while its node is in use, so that a lock
  * call does not wait for the sentinels: a busy client asks them about three times a second, an
  * idle one not at all; a caller asks only when there is no verdict yet or the background has
- * fallen behind. While one thread asks, a borrow uses the last verdict (sentinels that do not
- * answer must not stall every call) and a new socket waits for the answer. What remains: for up
- * to a term (plus an ask in progress) after the sentinels agree on a new master, a client that
- * has not followed the switch may still use a former master that restarted empty in the
- * failover's first seconds; {@code min-replicas-to-write 1} on the data nodes closes that (an empty restarted
+ * fallen behind. While one thread asks, a borrow uses the last verdict if it is at most one ask
+ * past its term (sentinels that do not answer must not stall every call), and otherwise waits
+ * for the answer, as a new socket does. What remains: for up to a term plus an ask (twice the
+ * sentinel timeout) after the sentinels agree on a new master, a client that has not followed the
+ * switch may still use a former master that restarted empty in the failover's first seconds; {@code min-replicas-to-write 1} on the data nodes closes that (an empty restarted
  * master has no replica, so it refuses writes).
  *
  * <p>Thread-safe: one thread asks the sentinels at a time (the background renewal, or a caller
@@ -66,7 +66,6 @@ final class SentinelMasterCheck implements HostAndPortMapper {
   private final long askNanos;
   private final int majority;
   private final ConcurrentMap<HostAndPort, Node> nodes = new ConcurrentHashMap<>();
-  private final ReentrantLock asking = new ReentrantLock();
   private final AtomicBoolean refreshing = new AtomicBoolean();
   /** Verdicts a caller had to ask for itself (none yet, or the background behind). */
   private final AtomicLong callerAsks = new AtomicLong();
@@ -99,17 +98,22 @@ final class SentinelMasterCheck implements HostAndPortMapper {
   }
 
   /**
-   * What the sentinels said about a node, and when the asking began (nanoTime).
+   * What the sentinels said about a node, when the asking began ({@code at}) and ended
+   * ({@code done}), nanoTime.
    *
    * @param confirmed whether a majority named it and none another
    * @param namedOther whether an answering sentinel named another node
    */
   private record Verdict(boolean confirmed, boolean namedOther, String refusal,
-      JedisException cause, long at) {
+      JedisException cause, long at, long done) {
   }
 
-  /** A data node's last verdict, and when a caller last needed one (nanoTime). */
+  /**
+   * A data node's last verdict, when a caller last needed one (nanoTime), and who asks about it
+   * now (one thread per node).
+   */
   private static final class Node {
+    final ReentrantLock asking = new ReentrantLock();
     volatile Verdict verdict;
     volatile long usedAt;
   }
@@ -151,25 +155,31 @@ final class SentinelMasterCheck implements HostAndPortMapper {
   }
 
   /**
-   * @param lastWillDo whether, while another thread is asking, the last verdict may be used past
-   *     its term (a borrow: the sentinels silent must not stall every call) rather than waiting
-   *     for the answer (a new socket: rare, and it needs a majority now)
+   * The verdict about {@code address}: the last one within its term; else one thread asks the
+   * sentinels (within twice their timeout) and the others wait for its answer — except a borrow
+   * ({@code lastWillDo}), which meanwhile uses the last verdict while it is at most one ask past
+   * its term (sentinels that do not answer must not stall every call; an older verdict, of a
+   * client idle since, is not used). A waiter takes an answer that came in while it waited, even
+   * one begun before: asking again would make N waiters take N asks, one after another.
    */
   private Verdict verdict(HostAndPort address, boolean lastWillDo) {
     Node node = nodes.computeIfAbsent(address, a -> new Node());
-    node.usedAt = System.nanoTime();
+    long from = System.nanoTime();
+    node.usedAt = from;
     Verdict v = node.verdict;
     if (v != null && age(v) < VERDICT_MILLIS) {
       return v;
     }
-    // One asks (within twice the sentinel timeout); the others wait or use the last verdict.
-    boolean mine = v != null && lastWillDo ? asking.tryLock() : lock();
-    if (!mine) {
-      return v;
+    if (v != null && lastWillDo && age(v) < VERDICT_MILLIS + askNanos / 1_000_000L) {
+      if (!node.asking.tryLock()) {
+        return v;
+      }
+    } else {
+      node.asking.lock();
     }
     try {
       Verdict now = node.verdict;
-      if (now != null && age(now) < VERDICT_MILLIS) {
+      if (now != null && (age(now) < VERDICT_MILLIS || now.done() - from >= 0)) {
         return now;
       }
       callerAsks.incrementAndGet();
@@ -177,7 +187,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       node.verdict = now;
       return now;
     } finally {
-      asking.unlock();
+      node.asking.unlock();
     }
   }
 
@@ -219,7 +229,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
   }
 
   private void refreshIfDue(HostAndPort address, Node node) {
-    if (!due(node) || !asking.tryLock()) {
+    if (!due(node) || !node.asking.tryLock()) {
       return;
     }
     try {
@@ -228,7 +238,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
         node.verdict = ask(address);
       }
     } finally {
-      asking.unlock();
+      node.asking.unlock();
     }
   }
 
@@ -240,11 +250,6 @@ final class SentinelMasterCheck implements HostAndPortMapper {
   /** {@return how many verdicts the background renewed} For tests. */
   long backgroundAsks() {
     return backgroundAsks.get();
-  }
-
-  private boolean lock() {
-    asking.lock();
-    return true;
   }
 
   private static long age(Verdict v) {
@@ -283,12 +288,13 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     if (!others.isEmpty()) {
       return new Verdict(false, true, prefix + String.join(", ", others) + " (this client has "
           + "not followed the switch yet; a former master answers empty until it is demoted)",
-          null, start);
+          null, start, System.nanoTime());
     }
     if (confirmed < majority) {
       return new Verdict(false, false, prefix + confirmed + " of " + sentinels.size()
-          + " sentinels name it, fewer than a majority (" + majority + ")", last, start);
+          + " sentinels name it, fewer than a majority (" + majority + ")", last, start,
+          System.nanoTime());
     }
-    return new Verdict(true, false, null, null, start);
+    return new Verdict(true, false, null, null, start, System.nanoTime());
   }
 }

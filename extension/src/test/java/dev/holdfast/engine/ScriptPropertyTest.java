@@ -50,7 +50,8 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * of an unanswered request exactly as the client re-sends it (sealed, same request id and
  * expected count), a settling {@code RESOLVE} of an unanswered acquisition or release, a batched
  * renewal of one client's holds (single- or cross-slot RENEW), KEEP ({@code holdAtLeast}), a
- * TRANSFER from {@code c1:1} to {@code c1:2} or back, FORCE_RELEASE by another client, expiry
+ * TRANSFER from {@code c1:1} to {@code c1:2} or back, FORCE_RELEASE by another client (or a
+ * copy of it held up while its retry is answered or its request sealed), expiry
  * ({@code PEXPIRE key 1} or {@code DEL}; for a read-write lock also one reader's own timeout
  * keys), a late copy of an earlier send, a RELEASE by an owner that holds nothing, a fair
  * waiter leaving the queue, and an owner giving its hold up while Redis keeps the field (its
@@ -122,7 +123,8 @@ class ScriptPropertyTest {
 
   private static final List<LockScript> SCRIPTS = List.of(LockScripts.ACQUIRE,
       LockScripts.RELEASE, LockScripts.RESOLVE, LockScripts.RENEW, LockScripts.RENEW_ACROSS_SLOTS,
-      LockScripts.KEEP, LockScripts.FAIR_KEEP, LockScripts.FORCE_RELEASE, LockScripts.TRANSFER,
+      LockScripts.KEEP, LockScripts.FAIR_KEEP, LockScripts.FORCE_RELEASE, LockScripts.FORCE_SEAL,
+      LockScripts.TRANSFER,
       LockScripts.FAIR_ACQUIRE,
       LockScripts.FAIR_RELEASE, LockScripts.FAIR_RESOLVE, LockScripts.FAIR_FORCE_RELEASE,
       LockScripts.FAIR_LEAVE, LockScripts.RW_READ_ACQUIRE,
@@ -636,15 +638,38 @@ class ScriptPropertyTest {
       }
     }
 
-    /** Another client's forceUnlock(): the owners learn it at their next call. */
+    /**
+     * Another client's forceUnlock(): the owners learn it at their next call. Delayed: a copy of
+     * the request is held up while its retry is answered (or, {@code flag}, the call failed and
+     * the request was sealed): the copy, delivered later, must change nothing.
+     */
     private void forceRelease(Step s) {
       LockSpec spec = LOCKS.get(s.lock());
       LockKind kind = spec.readWrite() && s.write() ? spec.writeKind() : spec.kind();
       LockNames names = LockNames.of("", spec.name(), kind);
-      List<String> keys = keys(names, names.key());
-      List<String> args = withFairArgs(kind, List.of(PUBLISH, names.channel()), null);
-      Object reply = send(new Call("force-release " + names.name() + " (another client)",
-          kind.forceRelease(), keys, args, List.of(), s.lock(), null), Delivery.ANSWERED);
+      String id = nextId();
+      List<String> keys = new ArrayList<>(keys(names, names.key()));
+      keys.add(names.markerPrefix() + id);
+      List<String> args = new ArrayList<>(withFairArgs(kind, List.of(PUBLISH, names.channel()),
+          null));
+      args.add(Long.toString(MARKER_MILLIS));
+      Call call = new Call("force-release " + names.name() + " (another client)",
+          kind.forceRelease(), keys, args, List.of(id), s.lock(), null);
+      Object reply;
+      if (s.delivery() != Delivery.DELAYED) {
+        reply = send(call, Delivery.ANSWERED);
+      } else {
+        send(call, Delivery.DELAYED); // held up in the network
+        if (s.flag()) {
+          send(new Call("force-seal " + names.name(), LockScripts.FORCE_SEAL,
+              List.of(names.markerPrefix() + id), List.of(Long.toString(MARKER_MILLIS)),
+              List.of(id), s.lock(), null), Delivery.ANSWERED);
+          reply = 0L; // the call failed; sealed first, the held copy does nothing
+        } else {
+          reply = send(call, Delivery.ANSWERED); // the retry
+        }
+        settledRequests.add(id);
+      }
       if ((Long) reply == 1) {
         for (Holder h : holders) {
           if (h.lock == s.lock()) {
