@@ -83,14 +83,14 @@ class SentinelCheckRefreshAttackTest {
   @Test
   void borrowWhileAnotherThreadAsks_doesNotAcceptAnAncientVerdict() throws Exception {
     sentinels = RedisSentinelSetup.start("refresh-ancient");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     HostAndPort former = sentinels.master().hostAndPort();
     HostAndPort promoted = sentinels.replica().hostAndPort();
     SentinelMasterCheck check = checkWithASilentSentinel();
     check.confirm(former); // the client's last traffic before it went idle
     assertEquals(1, check.callerAsks());
 
-    switchSentinelsTo(promoted);
+    SentinelStaging.switchSentinelsTo(sentinels, promoted);
     long agreed = System.nanoTime();
     // Past the documented residual: a term plus an ask in progress (twice the sentinel timeout).
     long documentedMillis = SentinelMasterCheck.VERDICT_MILLIS + 2L * SENTINEL_TIMEOUT_MILLIS;
@@ -124,7 +124,7 @@ class SentinelCheckRefreshAttackTest {
   @Test
   void idleClientResumes_secondThreadIsNotGrantedOnTheFormerMaster() throws Exception {
     sentinels = RedisSentinelSetup.start("refresh-resume");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     HostAndPort formerNode = sentinels.master().hostAndPort();
     RedisServer replica = sentinels.replica();
     List<FaultProxy> proxies = new ArrayList<>();
@@ -139,7 +139,7 @@ class SentinelCheckRefreshAttackTest {
           "A idle: its verdict is no longer renewed");
 
       replica.withAdmin(Jedis::replicaofNoOne);
-      switchSentinelsTo(replica.hostAndPort());
+      SentinelStaging.switchSentinelsTo(sentinels, replica.hostAndPort());
       long agreed = System.nanoTime();
       LockClient b = clients.create(Map.of(
           LockClientConfig.MODE, "sentinel",
@@ -191,7 +191,7 @@ class SentinelCheckRefreshAttackTest {
   @Test
   void oneSilentSentinel_burstNeedingNewConnections_isServedInBoundedTime() throws Exception {
     sentinels = RedisSentinelSetup.start("refresh-burst");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     List<FaultProxy> proxies = new ArrayList<>();
     java.util.concurrent.ExecutorService pool = null;
     try {
@@ -244,13 +244,13 @@ class SentinelCheckRefreshAttackTest {
   @Test
   void idleClient_firstBorrowAfterTheSwitch_isRefused() {
     sentinels = RedisSentinelSetup.start("refresh-idle");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     HostAndPort former = sentinels.master().hostAndPort();
     HostAndPort promoted = sentinels.replica().hostAndPort();
     SentinelMasterCheck check = new SentinelMasterCheck(sentinels.masterName(),
         new ArrayList<>(sentinels.sentinels()), sentinelConfig());
     check.confirm(former);
-    switchSentinelsTo(promoted);
+    SentinelStaging.switchSentinelsTo(sentinels, promoted);
     long agreed = System.nanoTime();
     Await.until(Duration.ofSeconds(30),
         () -> millisSince(agreed) > SentinelMasterCheck.VERDICT_MILLIS + 200,
@@ -268,7 +268,7 @@ class SentinelCheckRefreshAttackTest {
   @Test
   void backgroundRenewal_keepsCallersOffTheSentinels_andFollowsTheSwitchInBound() {
     sentinels = RedisSentinelSetup.start("refresh-busy");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     HostAndPort former = sentinels.master().hostAndPort();
     HostAndPort promoted = sentinels.replica().hostAndPort();
     SentinelMasterCheck check = new SentinelMasterCheck(sentinels.masterName(),
@@ -285,7 +285,7 @@ class SentinelCheckRefreshAttackTest {
     }, "four terms of borrows");
     assertTrue(check.backgroundAsks() >= 2, "the background renewed: " + check.backgroundAsks());
 
-    switchSentinelsTo(promoted);
+    SentinelStaging.switchSentinelsTo(sentinels, promoted);
     long agreed = System.nanoTime();
     Await.until(Duration.ofSeconds(20), () -> {
       try {
@@ -307,7 +307,7 @@ class SentinelCheckRefreshAttackTest {
   @Test
   void renewal_rejectedOrFailing_doesNotStopLaterRenewals() {
     sentinels = RedisSentinelSetup.start("refresh-flag");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     HostAndPort master = sentinels.master().hostAndPort();
     SentinelMasterCheck check = new SentinelMasterCheck(sentinels.masterName(),
         new ArrayList<>(sentinels.sentinels()), sentinelConfig());
@@ -392,32 +392,4 @@ class SentinelCheckRefreshAttackTest {
     return (System.nanoTime() - nanos) / 1_000_000L;
   }
 
-  private void slowAutomaticFailover() {
-    for (HostAndPort sentinel : sentinels.sentinels()) {
-      try (Jedis jedis = new Jedis(sentinel)) {
-        jedis.sentinelSet(sentinels.masterName(), Map.of("down-after-milliseconds", "60000"));
-      }
-    }
-  }
-
-  /** What the hello of a failover does to every sentinel: it names {@code node} the master. */
-  private void switchSentinelsTo(HostAndPort node) {
-    for (HostAndPort sentinel : sentinels.sentinels()) {
-      try (Jedis jedis = new Jedis(sentinel)) {
-        jedis.sentinelRemove(sentinels.masterName());
-        jedis.sentinelMonitor(sentinels.masterName(), node.getHost(), node.getPort(), 2);
-        jedis.sentinelSet(sentinels.masterName(), Map.of("down-after-milliseconds", "60000"));
-      }
-    }
-    Await.until(Duration.ofSeconds(20), () -> sentinels.sentinels().stream().allMatch(
-        s -> node.equals(masterAccordingTo(s))), "every sentinel names " + node);
-  }
-
-  private HostAndPort masterAccordingTo(HostAndPort sentinel) {
-    try (Jedis jedis = new Jedis(sentinel)) {
-      List<String> address = jedis.sentinelGetMasterAddrByName(sentinels.masterName());
-      return address == null || address.size() != 2 ? null
-          : new HostAndPort(address.get(0), Integer.parseInt(address.get(1)));
-    }
-  }
 }

@@ -67,7 +67,7 @@ class SentinelMasterCheckAttackTest {
   @Test
   void connectionOpenedWhileTheMajorityStillNamedTheFormerMaster_outlivesTheSwitch() {
     sentinels = RedisSentinelSetup.start("stale-window");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     LockClient a = warmedUp(config(sentinels.sentinelNodes()));
     RedisServer former = sentinels.master();
     RedisServer replica = sentinels.replica();
@@ -83,7 +83,7 @@ class SentinelMasterCheckAttackTest {
     other.unlock();
 
     // The hello reaches every sentinel: they all name the promoted node now.
-    switchSentinelsTo(replica.hostAndPort());
+    SentinelStaging.switchSentinelsTo(sentinels, replica.hostAndPort());
     LockClient b = clients.create(config(sentinels.sentinelNodes()));
     assertTrue(b.getLock(LOCK).tryLock(), "B takes the lock on the promoted master");
     assertTrue((boolean) replica.withAdmin(j -> j.exists(LOCK)));
@@ -115,13 +115,13 @@ class SentinelMasterCheckAttackTest {
   @Test
   void verdictDoesNotDependOnTheOrderOfTheSentinels() {
     sentinels = RedisSentinelSetup.start("check-order");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     RedisServer master = sentinels.master();
     RedisServer replica = sentinels.replica();
     List<HostAndPort> listed = new ArrayList<>(sentinels.sentinels());
     HostAndPort dissenter = listed.get(2);
     // One sentinel (a minority) names another node the master.
-    monitor(dissenter, replica.hostAndPort());
+    SentinelStaging.monitor(sentinels, dissenter, replica.hostAndPort());
 
     List<String> verdicts = new ArrayList<>();
     for (List<HostAndPort> order : List.of(listed,
@@ -152,10 +152,10 @@ class SentinelMasterCheckAttackTest {
   @Test
   void sentinelListedTwice_votesOnce() {
     sentinels = RedisSentinelSetup.start("check-twice");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     RedisServer master = sentinels.master();
     List<HostAndPort> listed = new ArrayList<>(sentinels.sentinels());
-    monitor(listed.get(2), sentinels.replica().hostAndPort());
+    SentinelStaging.monitor(sentinels, listed.get(2), sentinels.replica().hostAndPort());
     SentinelMasterCheck check = new SentinelMasterCheck(sentinels.masterName(),
         List.of(listed.get(0), listed.get(0), listed.get(2)),
         DefaultJedisClientConfig.builder().connectionTimeoutMillis(2_000)
@@ -255,7 +255,7 @@ class SentinelMasterCheckAttackTest {
   /** Kills the master (no failover) for 4 s while 32 threads wait in tryLock, then restarts it. */
   private Outage outage(String masterName) throws Exception {
     sentinels = RedisSentinelSetup.start(masterName);
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     LockClient a = warmedUp(config(sentinels.sentinelNodes()));
     RedisServer master = sentinels.master();
     master.kill();
@@ -304,7 +304,7 @@ class SentinelMasterCheckAttackTest {
   @Test
   void quickRestartWithoutFailover_holderLearnsAtItsNextRenewal() throws Exception {
     sentinels = RedisSentinelSetup.start("check-quick-restart");
-    slowAutomaticFailover();
+    SentinelStaging.slowAutomaticFailover(sentinels);
     LockClient a = clients.create(config(sentinels.sentinelNodes()),
         LockClientConfig.WATCHDOG_TIMEOUT, "3s");
     LossRecorder losses = LossRecorder.on(a);
@@ -433,40 +433,6 @@ class SentinelMasterCheckAttackTest {
       }
     }
     throw new AssertionError("no total_connections_received from " + node);
-  }
-
-  /** Sentinels in a test must not fail over by themselves while a probe stages one. */
-  private void slowAutomaticFailover() {
-    for (HostAndPort sentinel : sentinels.sentinels()) {
-      try (Jedis jedis = new Jedis(sentinel)) {
-        jedis.sentinelSet(sentinels.masterName(), Map.of("down-after-milliseconds", "60000"));
-      }
-    }
-  }
-
-  /** What the hello of a failover does to every sentinel: it names {@code node} the master. */
-  private void switchSentinelsTo(HostAndPort node) {
-    for (HostAndPort sentinel : sentinels.sentinels()) {
-      monitor(sentinel, node);
-    }
-    Await.until(Duration.ofSeconds(20), () -> sentinels.sentinels().stream().allMatch(
-        s -> node.equals(masterAccordingTo(s))), "every sentinel names " + node);
-  }
-
-  private void monitor(HostAndPort sentinel, HostAndPort node) {
-    try (Jedis jedis = new Jedis(sentinel)) {
-      jedis.sentinelRemove(sentinels.masterName());
-      jedis.sentinelMonitor(sentinels.masterName(), node.getHost(), node.getPort(), 2);
-      jedis.sentinelSet(sentinels.masterName(), Map.of("down-after-milliseconds", "60000"));
-    }
-  }
-
-  private HostAndPort masterAccordingTo(HostAndPort sentinel) {
-    try (Jedis jedis = new Jedis(sentinel)) {
-      List<String> address = jedis.sentinelGetMasterAddrByName(sentinels.masterName());
-      return address == null || address.size() != 2 ? null
-          : new HostAndPort(address.get(0), Integer.parseInt(address.get(1)));
-    }
   }
 
   /** tryLock with a wait: rides out the broken pooled connections the crash left. */
