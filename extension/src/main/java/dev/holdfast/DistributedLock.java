@@ -215,7 +215,9 @@ public interface DistributedLock extends Lock {
    * those whose entry is gone (or cannot be confirmed) are reported lost at once — also when
    * nothing was deleted, since the lock was then found not held; an acquisition of this client
    * answered later checks itself the same way. A read-write lock's other side, if it holds,
-   * stays held.
+   * stays held. The request runs at most once: if the call throws, it is sealed in the
+   * background so that a copy still on its way does nothing, and if a copy ran first, the holds
+   * it deleted are reported lost then.
    *
    * @return {@code true} if a lock was deleted, {@code false} if it was not held
    */

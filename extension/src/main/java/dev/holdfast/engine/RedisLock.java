@@ -803,7 +803,7 @@ final class RedisLock implements FencedLock {
       if (engine.forcedSince(names.key(), firstSent)) {
         // Answered after this client force-unlocked the key: it may have run before the delete
         // (then it was acquired and force-unlocked, and is reported lost).
-        loseIfForced(h, true);
+        loseIfForced(h, true, true);
       }
       return ACQUIRED;
     }
@@ -1617,9 +1617,10 @@ final class RedisLock implements FencedLock {
           sealed -> args, false);
     } catch (RuntimeException e) {
       if (!(e instanceof RedisUnavailableException u) || u.mayHaveRun()) {
-        // A send may have run, or may still run, until the request is sealed.
+        // A send may have run, or may still run, until the request is sealed: holds found gone
+        // are lost now; one that cannot be asked about is decided when the seal lands.
         engine.forced(names.key(), System.nanoTime());
-        loseForcedHolds(true);
+        loseForcedHolds(true, false);
         sealForceRequest(marker, System.nanoTime());
       }
       throw e;
@@ -1633,15 +1634,15 @@ final class RedisLock implements FencedLock {
     // flight may have run before or after the delete, and a read-write lock's other side may
     // hold it: each of this client's holds is asked about. One answered later checks itself
     // (see forcedSince).
-    loseForcedHolds(deleted);
+    loseForcedHolds(deleted, true);
     return deleted;
   }
 
   /** Reports lost the holds of this client on the key that Redis no longer has. */
-  private void loseForcedHolds(boolean mayHaveDeleted) {
+  private void loseForcedHolds(boolean mayHaveDeleted, boolean unknownIsLost) {
     for (Hold h : engine.holds().values()) {
       if (h.names.key().equals(names.key()) && h.count() > 0) {
-        loseIfForced(h, mayHaveDeleted);
+        loseIfForced(h, mayHaveDeleted, unknownIsLost);
       }
     }
   }
@@ -1649,16 +1650,19 @@ final class RedisLock implements FencedLock {
   /**
    * Seals, in the background, the request of a {@code forceUnlock()} that got no answer, so that
    * a copy still on its way can never delete a lock taken since; retried while a copy may still
-   * arrive (a seal's time). Once sealed, this client's holds of the key are checked again, and so
-   * is every acquisition answered after that (a copy may have run before the seal).
+   * arrive (a seal's time). If a copy had run before the seal, this client's holds of the key
+   * are checked again, and so is every acquisition answered after that. As every request
+   * marker, the seal covers copies delayed up to its lifetime (the seal time, at least a minute).
    */
   private void sealForceRequest(String marker, long since) {
     boolean started = engine.runIo(() -> {
       try {
-        engine.topology().eval(LockScripts.FORCE_SEAL, List.of(marker),
+        Object copyRan = engine.topology().eval(LockScripts.FORCE_SEAL, List.of(marker),
             List.of(Long.toString(engine.markerMillis(true))));
-        engine.forced(names.key(), System.nanoTime());
-        loseForcedHolds(true);
+        if (number(copyRan) == 1) { // a copy ran before the seal: what it deleted is lost
+          engine.forced(names.key(), System.nanoTime());
+          loseForcedHolds(true, true);
+        }
       } catch (RuntimeException e) {
         if (engine.closed()) {
           return;
@@ -1683,14 +1687,17 @@ final class RedisLock implements FencedLock {
    * release may have taken the field; it reports what it finds).
    *
    * @param mayHaveDeleted whether the call deleted the key, or may have (no answer)
+   * @param unknownIsLost whether a hold Redis cannot be asked about is lost (the call ran: a
+   *     hold it may have deleted must not be believed), or left for the seal to decide (the
+   *     call got no answer)
    */
-  private void loseIfForced(Hold hold, boolean mayHaveDeleted) {
+  private void loseIfForced(Hold hold, boolean mayHaveDeleted, boolean unknownIsLost) {
     boolean present;
     try {
       present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
           hold.field));
     } catch (RuntimeException e) {
-      present = false;
+      present = !unknownIsLost;
     }
     if (!present && !hold.ending() && hold.count() > 0) {
       if (mayHaveDeleted) {
