@@ -25,19 +25,6 @@ import org.junit.jupiter.api.Test;
  */
 class ForceUnlockOnceAttackTest extends ProxiedClientFixture {
 
-  /** A thread of this client that takes {@code lock} as a LockHold with a fixed lease. */
-  private static CompletableFuture<LockHold> take(DistributedLock lock, String thread) {
-    CompletableFuture<LockHold> taken = new CompletableFuture<>();
-    new Thread(() -> {
-      try {
-        taken.complete(lock.acquire(Duration.ofSeconds(60), Duration.ofSeconds(120)));
-      } catch (Throwable e) {
-        taken.completeExceptionally(e);
-      }
-    }, thread).start();
-    return taken;
-  }
-
   /**
    * {@code hold} is not believed while {@code rivals} (a rival's lock that excludes it) is taken.
    */

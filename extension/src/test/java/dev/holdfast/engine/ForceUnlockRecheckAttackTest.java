@@ -26,19 +26,6 @@ import org.junit.jupiter.api.Test;
  */
 class ForceUnlockRecheckAttackTest extends ProxiedClientFixture {
 
-  /** A thread of {@code client} that takes {@code name} as a LockHold with a fixed lease. */
-  private static CompletableFuture<LockHold> take(DistributedLock lock, String thread) {
-    CompletableFuture<LockHold> taken = new CompletableFuture<>();
-    new Thread(() -> {
-      try {
-        taken.complete(lock.acquire(Duration.ofSeconds(60), Duration.ofSeconds(120)));
-      } catch (Throwable e) {
-        taken.completeExceptionally(e);
-      }
-    }, thread).start();
-    return taken;
-  }
-
   /**
    * Once every request held by the proxy reached Redis: {@code hold} (taken after the call) is
    * not believed while a rival takes the lock. A late copy of the forceUnlock's request does

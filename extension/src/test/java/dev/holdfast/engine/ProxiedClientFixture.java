@@ -6,11 +6,13 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
 import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
+import dev.holdfast.LockHold;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.FaultProxy;
 import dev.holdfast.testing.RedisExtension;
 import java.time.Duration;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -108,5 +110,21 @@ abstract class ProxiedClientFixture {
       }
       return true;
     }, "nothing left held");
+  }
+
+  /**
+   * Another thread of this client takes {@code lock} as a {@link LockHold} with a fixed lease
+   * (120 s: no renewal notices anything during a probe), waiting up to a minute.
+   */
+  static CompletableFuture<LockHold> take(DistributedLock lock, String thread) {
+    CompletableFuture<LockHold> taken = new CompletableFuture<>();
+    new Thread(() -> {
+      try {
+        taken.complete(lock.acquire(Duration.ofSeconds(60), Duration.ofSeconds(120)));
+      } catch (Throwable e) {
+        taken.completeExceptionally(e);
+      }
+    }, thread).start();
+    return taken;
   }
 }
