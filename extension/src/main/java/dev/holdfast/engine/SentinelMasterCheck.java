@@ -179,7 +179,13 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     }
     try {
       Verdict now = node.verdict;
-      if (now != null && (age(now) < VERDICT_MILLIS || now.done() - from >= 0)) {
+      long usable = VERDICT_MILLIS + askNanos / 1_000_000L;
+      if (now != null && (age(now) < VERDICT_MILLIS
+          || (now.done() - from >= 0 && age(now) < usable)
+          || (lastWillDo && age(now) < usable && node.asking.hasQueuedThreads()))) {
+        // Fresh; or answered while this thread waited; or, for a borrow with others queued
+        // here (new sockets waiting for an answer), the last verdict: its own ask would hold
+        // them up, one ask after another.
         return now;
       }
       callerAsks.incrementAndGet();
@@ -266,9 +272,13 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       if (leftMillis <= 0) {
         break; // the rest did not answer in time
       }
-      int timeout = (int) Math.min(sentinelConfig.getSocketTimeoutMillis(), leftMillis);
+      // A sentinel costs up to three waits (connect, AUTH, the query; no client name): each
+      // gets a third of what is left, so that the whole ask ends within askNanos.
+      int timeout = (int) Math.max(1, Math.min(sentinelConfig.getSocketTimeoutMillis(),
+          leftMillis / 3));
       JedisClientConfig bounded = DefaultJedisClientConfig.builder().from(sentinelConfig)
-          .connectionTimeoutMillis(timeout).socketTimeoutMillis(timeout).build();
+          .clientName(null).connectionTimeoutMillis(timeout).socketTimeoutMillis(timeout)
+          .build();
       try (Jedis jedis = new Jedis(sentinel, bounded)) {
         List<String> address = jedis.sentinelGetMasterAddrByName(masterName);
         if (address == null || address.size() != 2) {

@@ -342,7 +342,7 @@ class SentinelCheckRefreshAttackTest {
   }
 
   /** The check inside a Sentinel-mode client (a private field: read for the probe's timing). */
-  private static SentinelMasterCheck masterCheckOf(LockClient client) throws Exception {
+  static SentinelMasterCheck masterCheckOf(LockClient client) throws Exception {
     RedisTopology topology = Clients.engine(client).topology();
     java.lang.reflect.Field field = topology.getClass().getDeclaredField("masterCheck");
     field.setAccessible(true);
@@ -350,7 +350,7 @@ class SentinelCheckRefreshAttackTest {
   }
 
   /** Several threads hold locks at once: the pool keeps that many connections to the master. */
-  private static void warmUpPool(LockClient client, int threads) throws Exception {
+  static void warmUpPool(LockClient client, int threads) throws Exception {
     java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(threads);
     List<CompletableFuture<Void>> holders = new ArrayList<>();
     java.util.concurrent.ExecutorService pool = Executors.newFixedThreadPool(threads);
@@ -388,7 +388,7 @@ class SentinelCheckRefreshAttackTest {
         .socketTimeoutMillis(SENTINEL_TIMEOUT_MILLIS).build();
   }
 
-  private static long millisSince(long nanos) {
+  static long millisSince(long nanos) {
     return (System.nanoTime() - nanos) / 1_000_000L;
   }
 
