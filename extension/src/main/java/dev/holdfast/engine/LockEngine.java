@@ -79,6 +79,8 @@ public final class LockEngine implements AutoCloseable {
    * a seal's time: an acquisition answered later may have run before the delete.
    */
   private final ConcurrentMap<String, Long> forcedAt = new ConcurrentHashMap<>();
+  /** Seals owed by unanswered {@code forceUnlock()} calls, settled by the cleanup rounds. */
+  private final Set<SealOwed> sealsOwed = ConcurrentHashMap.newKeySet();
   /** What failed RedLock unlocks left ({@link RedLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, RedLock.Unfinished> redLockUnfinished =
       new ConcurrentHashMap<>();
@@ -300,6 +302,7 @@ public final class LockEngine implements AutoCloseable {
     closed = true;
     multiLockOwed.clear();
     redLockUnfinished.clear();
+    sealsOwed.clear();
     observer.close();
     scheduler.shutdownNow();
     ExecutorService asyncPool;
@@ -897,6 +900,30 @@ public final class LockEngine implements AutoCloseable {
     scheduleCleanup(0);
   }
 
+  /**
+   * A request's seal owed to Redis by no hold (an unanswered {@code forceUnlock()}): settled by
+   * the cleanup rounds, retried while a copy of the request may still arrive (a seal's time).
+   */
+  interface SealOwed {
+    /**
+     * Sends the seal and acts on its answer.
+     *
+     * @throws RuntimeException if it was not answered, or answered with an error
+     */
+    void settle();
+
+    /** {@return when the request it seals was sent (nanoTime)} */
+    long sentAt();
+  }
+
+  /** Records {@code seal} as owed and starts settling it in the background. */
+  void oweSeal(SealOwed seal) {
+    if (!closed) {
+      sealsOwed.add(seal);
+      scheduleCleanup(0);
+    }
+  }
+
   private void scheduleCleanup(long delayMillis) {
     if (closed) {
       return;
@@ -971,6 +998,22 @@ public final class LockEngine implements AutoCloseable {
                 + e.getMessage());
             h.settled(c);
             forgetIfDone(h);
+          }
+        }
+      }
+      for (SealOwed seal : sealsOwed) {
+        try {
+          seal.settle();
+          sealsOwed.remove(seal);
+        } catch (RuntimeException e) {
+          if (System.nanoTime() - seal.sentAt() - TimeUnit.MILLISECONDS.toNanos(sealMillis) < 0) {
+            again = true; // a copy may still arrive: retried at the fast rate
+            pastLease = false;
+          } else {
+            LOG.log(Level.WARNING, "Sealing " + seal + " failed for "
+                + TimeUnit.MILLISECONDS.toSeconds(sealMillis) + " s, given up: "
+                + e.getMessage());
+            sealsOwed.remove(seal);
           }
         }
       }

@@ -57,8 +57,6 @@ final class RedisLock implements FencedLock {
   static final long MAX_LEASE_MILLIS = Duration.ofDays(365).toMillis();
   /** Returned by {@link Attempt#tryOnce} when the lock was acquired. */
   private static final long ACQUIRED = Long.MIN_VALUE;
-  /** Retry interval of sealing an unanswered forceUnlock() request. */
-  private static final long FORCE_SEAL_RETRY_MILLIS = 250;
   /** Park bound while our subscription is not confirmed: unlock messages might not reach us. */
   private static final long UNSUBSCRIBED_PARK_MS = 100;
   /** Park bound for a lock without expiry (not set by Holdfast or Redisson). */
@@ -249,8 +247,9 @@ final class RedisLock implements FencedLock {
     checkOpen();
     boolean mayTry = names.kind().beforeAcquire(engine, names, ownerId,
         waitNanos != 0);
-    long start = System.nanoTime();
+    // The event begins first: the wait it records then covers the whole measured wait.
     Object waitEvent = LockEvents.waitBegins();
+    long start = System.nanoTime();
     Outcome outcome = Outcome.FAILED; // unless it returns or is interrupted
     Attempt attempt = new Attempt(ownerId, owner, leaseMillis, waitNanos != 0);
     attempt.interruptible = interruptible;
@@ -667,6 +666,13 @@ final class RedisLock implements FencedLock {
           : refusalNanos, interruptible)) {
         return 0;
       }
+      // A Sentinel check another thread is asking for: waited for here, where an interrupt or
+      // the call's own wait ends it, not in the borrow, which heeds neither.
+      if (waits && (interruptible || refusalNanos != RedisTopology.UNBOUNDED)
+          && !engine.topology().awaitMasterCheck(refusalNanos)) {
+        engine.topology().leaveAcquisition();
+        return 0;
+      }
       long sentAt = System.nanoTime();
       int[] sends = {0}; // how often the call below sends it (a refused or unanswered re-send)
       if (hold != null) {
@@ -803,7 +809,7 @@ final class RedisLock implements FencedLock {
       if (engine.forcedSince(names.key(), firstSent)) {
         // Answered after this client force-unlocked the key: it may have run before the delete
         // (then it was acquired and force-unlocked, and is reported lost).
-        loseIfForced(h, true, true);
+        loseForcedHolds(List.of(h), true, true);
       }
       return ACQUIRED;
     }
@@ -1621,7 +1627,7 @@ final class RedisLock implements FencedLock {
         // are lost now; one that cannot be asked about is decided when the seal lands.
         engine.forced(names.key(), System.nanoTime());
         loseForcedHolds(true, false);
-        sealForceRequest(marker, System.nanoTime());
+        engine.oweSeal(new ForceSeal(marker, System.nanoTime()));
       }
       throw e;
     }
@@ -1638,67 +1644,51 @@ final class RedisLock implements FencedLock {
     return deleted;
   }
 
-  /** Reports lost the holds of this client on the key that Redis no longer has. */
-  private void loseForcedHolds(boolean mayHaveDeleted, boolean unknownIsLost) {
-    for (Hold h : engine.holds().values()) {
-      if (h.names.key().equals(names.key()) && h.count() > 0) {
-        loseIfForced(h, mayHaveDeleted, unknownIsLost);
-      }
-    }
-  }
-
   /**
-   * Seals, in the background, the request of a {@code forceUnlock()} that got no answer, so that
-   * a copy still on its way can never delete a lock taken since; retried while a copy may still
-   * arrive (a seal's time). If a copy had run before the seal, this client's holds of the key
-   * are checked again, and so is every acquisition answered after that. As every request
-   * marker, the seal covers copies delayed up to its lifetime (the seal time, at least a minute).
-   */
-  private void sealForceRequest(String marker, long since) {
-    boolean started = engine.runIo(() -> {
-      try {
-        Object copyRan = engine.topology().eval(LockScripts.FORCE_SEAL, List.of(marker),
-            List.of(Long.toString(engine.markerMillis(true))));
-        if (number(copyRan) == 1) { // a copy ran before the seal: what it deleted is lost
-          engine.forced(names.key(), System.nanoTime());
-          loseForcedHolds(true, true);
-        }
-      } catch (RuntimeException e) {
-        if (engine.closed()) {
-          return;
-        }
-        if (System.nanoTime() - since < TimeUnit.MILLISECONDS.toNanos(engine.markerMillis(true))) {
-          engine.schedule(() -> sealForceRequest(marker, since), FORCE_SEAL_RETRY_MILLIS);
-        } else {
-          LOG.log(System.Logger.Level.WARNING, () -> "Giving up sealing an unanswered "
-              + "forceUnlock() of '"
-              + names.name() + "': " + e.getMessage());
-        }
-      }
-    });
-    if (!started && !engine.closed()) {
-      engine.schedule(() -> sealForceRequest(marker, since), FORCE_SEAL_RETRY_MILLIS);
-    }
-  }
-
-  /**
-   * After a {@code forceUnlock()} of this key by this client: {@code hold} is lost unless Redis
-   * still has its field (or cannot say: as if deleted). Not while its owner is releasing it (the
-   * release may have taken the field; it reports what it finds).
+   * After a {@code forceUnlock()} of this key by this client: each of its holds of the key is
+   * lost unless Redis still has its field (asked in one query). Not while its owner is releasing
+   * it (the release may have taken the field; it reports what it finds).
    *
    * @param mayHaveDeleted whether the call deleted the key, or may have (no answer)
    * @param unknownIsLost whether a hold Redis cannot be asked about is lost (the call ran: a
    *     hold it may have deleted must not be believed), or left for the seal to decide (the
    *     call got no answer)
    */
-  private void loseIfForced(Hold hold, boolean mayHaveDeleted, boolean unknownIsLost) {
-    boolean present;
-    try {
-      present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
-          hold.field));
-    } catch (RuntimeException e) {
-      present = !unknownIsLost;
+  private void loseForcedHolds(boolean mayHaveDeleted, boolean unknownIsLost) {
+    List<Hold> mine = new java.util.ArrayList<>();
+    for (Hold h : engine.holds().values()) {
+      if (h.names.key().equals(names.key()) && h.count() > 0) {
+        mine.add(h);
+      }
     }
+    loseForcedHolds(mine, mayHaveDeleted, unknownIsLost);
+  }
+
+  /** {@link #loseForcedHolds(boolean, boolean)} for {@code mine}, holds of this key. */
+  private void loseForcedHolds(List<Hold> mine, boolean mayHaveDeleted, boolean unknownIsLost) {
+    if (mine.isEmpty()) {
+      return;
+    }
+    List<String> counts;
+    try {
+      counts = engine.topology().query(() -> engine.topology().commands().hmget(names.key(),
+          mine.stream().map(h -> h.field).toArray(String[]::new)));
+    } catch (RuntimeException e) {
+      if (!unknownIsLost) {
+        return;
+      }
+      counts = java.util.Collections.nCopies(mine.size(), null);
+    }
+    for (int i = 0; i < mine.size(); i++) {
+      loseIfForced(mine.get(i), counts.get(i) != null, mayHaveDeleted);
+    }
+  }
+
+  /**
+   * {@code hold} is lost unless {@code present} in Redis after a {@code forceUnlock()} of its
+   * key by this client — unless its owner's final call is in flight.
+   */
+  private void loseIfForced(Hold hold, boolean present, boolean mayHaveDeleted) {
     if (!present && !hold.ending() && hold.count() > 0) {
       if (mayHaveDeleted) {
         engine.lose(hold, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
@@ -1707,6 +1697,43 @@ final class RedisLock implements FencedLock {
             + "held: it had expired, been force-unlocked, or been lost in a Redis restart or "
             + "failover");
       }
+    }
+  }
+
+  /**
+   * The seal of an unanswered {@code forceUnlock()} request, owed until it lands, so that a copy
+   * still on its way can never delete a lock taken since. If a copy had run before the seal,
+   * this client's holds of the key are checked again, and so is every acquisition answered
+   * after that. As every request marker, the seal covers copies delayed up to its lifetime
+   * (the seal time, at least a minute).
+   */
+  private final class ForceSeal implements LockEngine.SealOwed {
+    private final String marker;
+    private final long sentAt;
+
+    ForceSeal(String marker, long sentAt) {
+      this.marker = marker;
+      this.sentAt = sentAt;
+    }
+
+    @Override
+    public void settle() {
+      Object copyRan = engine.topology().eval(LockScripts.FORCE_SEAL, List.of(marker),
+          List.of(Long.toString(engine.markerMillis(true))));
+      if (number(copyRan) == 1) { // a copy ran before the seal: what it deleted is lost
+        engine.forced(names.key(), System.nanoTime());
+        loseForcedHolds(true, true);
+      }
+    }
+
+    @Override
+    public long sentAt() {
+      return sentAt;
+    }
+
+    @Override
+    public String toString() {
+      return "an unanswered forceUnlock() of '" + names.name() + "'";
     }
   }
 
@@ -1725,8 +1752,7 @@ final class RedisLock implements FencedLock {
     if (!believed(threadId)) {
       return false;
     }
-    return query(() -> engine.topology().commands().hexists(names.key(),
-        names.field(engine.fieldOf(threadId))));
+    return query(() -> fieldInRedis(names.field(engine.fieldOf(threadId))));
   }
 
   @Override
@@ -1798,8 +1824,7 @@ final class RedisLock implements FencedLock {
     }
     boolean present;
     try {
-      present = engine.topology().query(() -> engine.topology().commands().hexists(names.key(),
-          hold.field));
+      present = engine.topology().query(() -> fieldInRedis(hold.field));
     } catch (RuntimeException e) {
       boolean unreachable = e instanceof redis.clients.jedis.exceptions.JedisConnectionException;
       engine.observer().redisError("query", unreachable);
@@ -1836,6 +1861,11 @@ final class RedisLock implements FencedLock {
   @Override
   public long remainTimeToLive() {
     return query(() -> engine.topology().commands().pttl(names.key()));
+  }
+
+  /** {@return whether Redis has {@code field} in this lock's hash} Through a query's permit. */
+  private boolean fieldInRedis(String field) {
+    return engine.topology().commands().hexists(names.key(), field);
   }
 
   private <T> T query(Supplier<T> command) {

@@ -482,6 +482,17 @@ abstract class RedisTopology implements AutoCloseable {
   }
 
   /**
+   * Before an interruptible or timed acquisition borrows: waits, at most {@code waitNanos} and
+   * heeding an interrupt, for a check of the master that another thread is renewing and the
+   * borrow would wait for ({@link SentinelMasterCheck#awaitAsk}). Nothing to wait for elsewhere.
+   *
+   * @return false if the thread was interrupted (the flag is set again) or the wait elapsed
+   */
+  boolean awaitMasterCheck(long waitNanos) {
+    return true;
+  }
+
+  /**
    * Called every {@link SentinelMasterCheck#REFRESH_TICK_MILLIS} where {@link #switchesMaster}:
    * renews on {@code executor} what the check of the master needs, off the callers' path.
    */
@@ -1092,6 +1103,12 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     void refreshMasterCheck(Executor executor) {
       masterCheck.refreshDue(executor);
+    }
+
+    @Override
+    boolean awaitMasterCheck(long waitNanos) {
+      HostAndPort master = provider.getCurrentMaster();
+      return master == null || masterCheck.awaitAsk(master, waitNanos);
     }
 
     @Override

@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
@@ -194,6 +195,38 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       return now;
     } finally {
       node.asking.unlock();
+    }
+  }
+
+  /**
+   * Waits, at most {@code waitNanos} and heeding an interrupt, while another thread asks the
+   * sentinels about {@code address} and a borrow of a pooled connection would wait for that ask
+   * (no verdict, or the last one past a term plus an ask): for an interruptible or timed
+   * acquisition, whose borrow waits without heeding either. The borrow that follows finds the
+   * answer. (A borrow that must open a new socket also waits while the verdict is merely past
+   * its term; that wait, at most one ask, is not covered.)
+   *
+   * @return false if the thread was interrupted (the flag is set again) or the wait elapsed
+   *     while the ask went on
+   */
+  boolean awaitAsk(HostAndPort address, long waitNanos) {
+    Node node = nodes.get(address);
+    if (node == null || !node.asking.isLocked() || node.asking.isHeldByCurrentThread()) {
+      return true;
+    }
+    Verdict v = node.verdict;
+    if (v != null && age(v) < VERDICT_MILLIS + askNanos / 1_000_000L) {
+      return true; // the borrow uses it without waiting
+    }
+    try {
+      if (!node.asking.tryLock(Math.max(0, waitNanos), TimeUnit.NANOSECONDS)) {
+        return false;
+      }
+      node.asking.unlock();
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
     }
   }
 

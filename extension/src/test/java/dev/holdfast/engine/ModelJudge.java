@@ -928,6 +928,9 @@ final class ModelJudge {
         + " (LockException) / their retries (OK) / members taken alone before a retry"
         + " / acquisitions returning with fewer than all members held",
         redLockFigures());
+    f.put("forceUnlock calls by outcome (OK deleted, FALSE nothing; the others threw: "
+        + "sealed in the background)", count(calls.stream()
+        .filter(c -> c.op().equals("forceUnlock")).toList(), ModelEvent::outcome));
     f.put("re-entries", Long.toString(calls.stream()
         .filter(c -> isAcquisition(c) && c.a() > 0 && c.outcome().equals("OK")).count()));
     f.put("holds ended", count(episodes.values().stream().filter(e -> e.end() != null)
