@@ -1064,9 +1064,13 @@ public final class LockEngine implements AutoCloseable {
 
   private void refreshMasterCheck() {
     try {
-      topology.refreshMasterCheck(this::runIo);
-    } catch (RuntimeException e) {
-      LOG.log(Level.DEBUG, "Renewing the master check failed", e);
+      topology.refreshMasterCheck(task -> {
+        if (!runIo(task)) {
+          throw new RejectedExecutionException("closing");
+        }
+      });
+    } catch (Throwable t) { // a scheduled task that throws is never run again
+      LOG.log(Level.DEBUG, "Renewing the master check failed", t);
     }
   }
 

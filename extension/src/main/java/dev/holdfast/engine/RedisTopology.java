@@ -1130,6 +1130,7 @@ abstract class RedisTopology implements AutoCloseable {
     @Override
     public void close() {
       closed = true;
+      masterCheck.close();
       client.close();
     }
   }

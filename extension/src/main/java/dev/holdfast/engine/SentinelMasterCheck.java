@@ -1,20 +1,27 @@
 package dev.holdfast.engine;
 
+import java.io.IOException;
+import java.net.Socket;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
+import redis.clients.jedis.ClientSetInfoConfig;
 import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.DefaultJedisSocketFactory;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.HostAndPortMapper;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisClientConfig;
+import redis.clients.jedis.JedisSocketFactory;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisException;
 
@@ -71,6 +78,12 @@ final class SentinelMasterCheck implements HostAndPortMapper {
   /** Verdicts a caller had to ask for itself (none yet, or the background behind). */
   private final AtomicLong callerAsks = new AtomicLong();
   private final AtomicLong backgroundAsks = new AtomicLong();
+  /**
+   * Cuts a sentinel's connection when its ask reaches its bound: a socket timeout bounds one
+   * read, and a link that trickles its reply a byte at a time would hold the ask open for as
+   * long as it trickles — and its answer would be older than a verdict may be when used.
+   */
+  private final ScheduledThreadPoolExecutor deadlines;
 
   /**
    * @param sentinels the configured sentinels; one listed twice counts once
@@ -84,6 +97,17 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     this.sentinelConfig = sentinelConfig;
     this.askNanos = 2L * sentinelConfig.getSocketTimeoutMillis() * 1_000_000L;
     this.majority = this.sentinels.size() / 2 + 1;
+    this.deadlines = new ScheduledThreadPoolExecutor(1, r -> {
+      Thread t = new Thread(r, "holdfast-sentinel-ask-deadline");
+      t.setDaemon(true);
+      return t;
+    });
+    deadlines.setRemoveOnCancelPolicy(true);
+  }
+
+  /** Stops the deadline timer; an ask after this is not cut. Idempotent. */
+  void close() {
+    deadlines.shutdownNow();
   }
 
   /**
@@ -171,7 +195,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     if (v != null && age(v) < VERDICT_MILLIS) {
       return v;
     }
-    if (v != null && lastWillDo && age(v) < VERDICT_MILLIS + askNanos / 1_000_000L) {
+    if (v != null && lastWillDo && usable(v)) {
       if (!node.asking.tryLock()) {
         return v;
       }
@@ -180,10 +204,9 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     }
     try {
       Verdict now = node.verdict;
-      long usable = VERDICT_MILLIS + askNanos / 1_000_000L;
       if (now != null && (age(now) < VERDICT_MILLIS
-          || (now.done() - from >= 0 && age(now) < usable)
-          || (lastWillDo && age(now) < usable && node.asking.hasQueuedThreads()))) {
+          || (now.done() - from >= 0 && usable(now))
+          || (lastWillDo && usable(now) && node.asking.hasQueuedThreads()))) {
         // Fresh; or answered while this thread waited; or, for a borrow with others queued
         // here (new sockets waiting for an answer), the last verdict: its own ask would hold
         // them up, one ask after another.
@@ -192,7 +215,8 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       callerAsks.incrementAndGet();
       now = ask(address);
       node.verdict = now;
-      return now;
+      // The rule every waiter follows holds for the asker too: an answer is not used past it.
+      return usable(now) ? now : tooOld(address, now);
     } finally {
       node.asking.unlock();
     }
@@ -215,7 +239,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       return true;
     }
     Verdict v = node.verdict;
-    if (v != null && age(v) < VERDICT_MILLIS + askNanos / 1_000_000L) {
+    if (v != null && usable(v)) {
       return true; // the borrow uses it without waiting
     }
     try {
@@ -239,6 +263,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     if (!anyDue() || !refreshing.compareAndSet(false, true)) {
       return;
     }
+    boolean started = false;
     try {
       executor.execute(() -> {
         try {
@@ -247,8 +272,13 @@ final class SentinelMasterCheck implements HostAndPortMapper {
           refreshing.set(false);
         }
       });
+      started = true;
     } catch (RuntimeException e) {
-      refreshing.set(false); // closing
+      // refused: closing
+    } finally {
+      if (!started) {
+        refreshing.set(false); // refused (closing), or an Error: the next tick tries again
+      }
     }
   }
 
@@ -295,8 +325,72 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     return (System.nanoTime() - v.at()) / 1_000_000L;
   }
 
+  /** Whether {@code v} may still be used: it is at most one ask past its term. */
+  private boolean usable(Verdict v) {
+    return age(v) < VERDICT_MILLIS + askNanos / 1_000_000L;
+  }
+
+  /** A refusal in place of {@code v}, an answer that came too late to be used. */
+  private Verdict tooOld(HostAndPort node, Verdict v) {
+    return new Verdict(false, v.namedOther(), "Not using " + node + " as the master of '"
+        + masterName + "': the sentinels' answer is " + age(v) + " ms old, older than a "
+        + "verdict may be used", v.cause(), v.at(), v.done());
+  }
+
+  /**
+   * Schedules {@code socket}'s cut at {@code deadline} (nanoTime), which ends a connect or read
+   * in progress; null once closed (the ask then relies on its socket timeouts alone).
+   */
+  private ScheduledFuture<?> cutAt(long deadline, CutSocket socket) {
+    try {
+      return deadlines.schedule(socket::cut, deadline - System.nanoTime(),
+          TimeUnit.NANOSECONDS);
+    } catch (RuntimeException e) {
+      return null; // closing
+    }
+  }
+
+  /** The socket of one sentinel's ask, which another thread can cut whatever it is doing. */
+  private static final class CutSocket implements JedisSocketFactory {
+    private final DefaultJedisSocketFactory sockets;
+    private volatile Socket socket;
+    private volatile boolean over;
+
+    CutSocket(HostAndPort sentinel, JedisClientConfig config) {
+      this.sockets = new DefaultJedisSocketFactory(sentinel, config);
+    }
+
+    @Override
+    public Socket createSocket() {
+      Socket s = sockets.createSocket();
+      socket = s;
+      if (over) { // cut while it connected
+        closeQuietly(s);
+        throw new JedisConnectionException("the ask of the sentinels reached its bound");
+      }
+      return s;
+    }
+
+    void cut() {
+      over = true;
+      Socket s = socket;
+      if (s != null) {
+        closeQuietly(s);
+      }
+    }
+
+    private static void closeQuietly(Socket s) {
+      try {
+        s.close();
+      } catch (IOException e) {
+        // closed either way
+      }
+    }
+  }
+
   private Verdict ask(HostAndPort node) {
     long start = System.nanoTime();
+    long deadline = start + askNanos;
     int confirmed = 0;
     List<String> others = new ArrayList<>();
     JedisException last = null;
@@ -305,26 +399,32 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       if (leftMillis <= 0) {
         break; // the rest did not answer in time
       }
-      // A sentinel costs up to three waits (connect, AUTH, the query; no client name): each
-      // gets a third of what is left, so that the whole ask ends within askNanos.
+      // A sentinel costs up to three waits (connect, AUTH, the query; no client name nor library
+      // info), each given a third of what is left; a reply that trickles is cut at the bound.
       int timeout = (int) Math.max(1, Math.min(sentinelConfig.getSocketTimeoutMillis(),
           leftMillis / 3));
       JedisClientConfig bounded = DefaultJedisClientConfig.builder().from(sentinelConfig)
-          .clientName(null).connectionTimeoutMillis(timeout).socketTimeoutMillis(timeout)
-          .build();
-      try (Jedis jedis = new Jedis(sentinel, bounded)) {
+          .clientName(null).clientSetInfoConfig(ClientSetInfoConfig.DISABLED)
+          .connectionTimeoutMillis(timeout).socketTimeoutMillis(timeout).build();
+      CutSocket socket = new CutSocket(sentinel, bounded);
+      ScheduledFuture<?> cut = cutAt(deadline, socket);
+      try (Jedis jedis = new Jedis(socket, bounded)) {
         List<String> address = jedis.sentinelGetMasterAddrByName(masterName);
         if (address == null || address.size() != 2) {
           continue; // this sentinel does not know the master: no vote
         }
         HostAndPort named = new HostAndPort(address.get(0), Integer.parseInt(address.get(1)));
-        if (named.equals(node)) {
-          confirmed++;
-        } else {
-          others.add(sentinel + " names " + named);
+        if (!named.equals(node)) {
+          others.add(sentinel + " names " + named); // heeded however late
+        } else if (System.nanoTime() - deadline <= 0) {
+          confirmed++; // a vote for the node counts only within the ask's bound
         }
       } catch (JedisException e) {
         last = e;
+      } finally {
+        if (cut != null) {
+          cut.cancel(false);
+        }
       }
     }
     String prefix = "Not using " + node + " as the master of '" + masterName + "': ";

