@@ -1183,7 +1183,7 @@ final class RedisLock implements FencedLock {
       throw e;
     } catch (RuntimeException e) {
       if (expected == 1) {
-        hold.ending(false); // answered with an error: nothing changed, the hold goes on
+        endRefused(hold, sentAt);
       }
       throw e;
     } finally {
@@ -1312,7 +1312,7 @@ final class RedisLock implements FencedLock {
           inDoubt(hold, "unlock() handing the lock to another thread", "the release completes",
               leaseLeft, e));
     } catch (RuntimeException e) {
-      hold.ending(false); // answered with an error: nothing changed, the hold goes on
+      endRefused(hold, sentAt);
       throw e;
     } finally {
       hold.endCall();
@@ -1379,6 +1379,7 @@ final class RedisLock implements FencedLock {
     String requestId = engine.nextRequestId();
     long kept;
     hold.ending(true); // whatever comes of it, the hold is never renewed again
+    long sentAt = System.nanoTime();
     hold.beginCall();
     try {
       RedisTopology.Replicated replicated = engine.topology().evalReplicated(names.kind().keep(),
@@ -1396,7 +1397,7 @@ final class RedisLock implements FencedLock {
           inDoubt(hold, "unlock() keeping the lock " + keep + "ms", "the keep is settled",
               Math.max(leaseLeft, keep), e));
     } catch (RuntimeException e) {
-      hold.ending(false); // answered with an error: nothing changed, the hold goes on
+      endRefused(hold, sentAt);
       throw e;
     } finally {
       hold.endCall();
@@ -1662,6 +1663,18 @@ final class RedisLock implements FencedLock {
       }
     }
     loseForcedHolds(mine, mayHaveDeleted, unknownIsLost);
+  }
+
+  /**
+   * A final call of {@code hold} sent at {@code sentAt} was answered with an error: nothing
+   * changed, the hold goes on — unless this client force-unlocked the key meanwhile, whose check
+   * skipped the hold then ending (the call was to report what it found): checked now.
+   */
+  private void endRefused(Hold hold, long sentAt) {
+    hold.ending(false);
+    if (engine.forcedSince(names.key(), sentAt)) {
+      loseForcedHolds(List.of(hold), true, true);
+    }
   }
 
   /** {@link #loseForcedHolds(boolean, boolean)} for {@code mine}, holds of this key. */

@@ -19,7 +19,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Function;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -95,8 +94,7 @@ class ForceSealAttackTest extends ProxiedClientFixture {
    * error, so "nothing changed, the hold goes on" — T believes its hold again, whose field the
    * forceUnlock deleted, and nothing checks it again; a rival takes the lock.
    */
-  @Disabled("DEFECT: a final unlock() answered with an error after this client's forceUnlock() "
-      + "skipped its ending hold is believed again though the forceUnlock deleted it")
+  // A DEFECT of round 27, fixed.
   @Test
   void finalUnlockAnsweredBusyAfterForceSkippedEndingHold_holdBelievedButGone()
       throws Exception {
