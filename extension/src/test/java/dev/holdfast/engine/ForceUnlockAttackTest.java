@@ -21,28 +21,6 @@ import org.junit.jupiter.api.Test;
 class ForceUnlockAttackTest extends ProxiedClientFixture {
 
   /**
-   * Another thread of this client taking {@code lock} as a {@link LockHold} with a fixed lease
-   * (no renewal finds a loss later); {@link LockHold#isHeld()} is the client's own belief.
-   */
-  private static final class Taker {
-    final CompletableFuture<LockHold> taken = new CompletableFuture<>();
-
-    Taker(DistributedLock lock, String name) {
-      new Thread(() -> {
-        try {
-          taken.complete(lock.acquire(Duration.ofSeconds(60), Duration.ofSeconds(120)));
-        } catch (Throwable e) {
-          taken.completeExceptionally(e);
-        }
-      }, name).start();
-    }
-
-    boolean believesItHolds() throws Exception {
-      return taken.get(60, TimeUnit.SECONDS).isHeld();
-    }
-  }
-
-  /**
    * Another thread of this client sends its acquisition; Redis runs it (the field is there),
    * its reply is still on the way (3 s of latency) when this thread's forceUnlock() is sent and
    * deletes the key. The acquisition's reply is handled after the forceUnlock was sent, so its
@@ -56,15 +34,14 @@ class ForceUnlockAttackTest extends ProxiedClientFixture {
     DistributedLock lock = b.getLock("race");
     LossRecorder losses = LossRecorder.on(b);
     proxy.delay(Duration.ofSeconds(3));
-    Taker taker = new Taker(lock, "acquires-during-force-unlock");
+    CompletableFuture<LockHold> taken = take(lock, "acquires-during-force-unlock");
     Await.until(Duration.ofSeconds(30), () -> redisState.exists("race"),
         "the acquisition ran in Redis");
     proxy.delay(Duration.ZERO); // the acquisition's reply already carries its 3 s
-    assertFalse(taker.taken.isDone(), "its reply is still on the way");
+    assertFalse(taken.isDone(), "its reply is still on the way");
     assertTrue(lock.forceUnlock(), "the forceUnlock deletes the acquisition's field");
     assertFalse(redisState.exists("race"));
-    taker.taken.get(60, TimeUnit.SECONDS);
-    boolean believes = taker.believesItHolds();
+    boolean believes = taken.get(60, TimeUnit.SECONDS).isHeld(); // the client's own belief
     DistributedLock rivals = rival.getLock("race");
     boolean rivalTakes = rivals.tryLock();
     try {
@@ -101,10 +78,10 @@ class ForceUnlockAttackTest extends ProxiedClientFixture {
     forcer.start();
     Await.until(Duration.ofSeconds(30), () -> !redisState.exists("retried"),
         "the first attempt deleted the key, its reply dropped");
-    Taker taker = new Taker(lock, "acquires-between-attempts");
-    taker.taken.get(60, TimeUnit.SECONDS);
+    CompletableFuture<LockHold> taken = take(lock, "acquires-between-attempts");
+    LockHold hold = taken.get(60, TimeUnit.SECONDS);
     boolean forcedResult = forced.get(60, TimeUnit.SECONDS);
-    boolean believes = taker.believesItHolds();
+    boolean believes = hold.isHeld();
     DistributedLock rivals = rival.getLock("retried");
     boolean rivalTakes = rivals.tryLock();
     try {
@@ -125,9 +102,8 @@ class ForceUnlockAttackTest extends ProxiedClientFixture {
     lock.lock();
     assertTrue(lock.forceUnlock());
     Await.until(Duration.ofSeconds(10), () -> losses.count() == 1, "the old hold lost");
-    Taker taker = new Taker(lock, "acquires-after");
-    taker.taken.get(60, TimeUnit.SECONDS);
-    assertTrue(taker.believesItHolds());
+    CompletableFuture<LockHold> taken = take(lock, "acquires-after");
+    assertTrue(taken.get(60, TimeUnit.SECONDS).isHeld());
     assertTrue(redisState.exists("after"));
     assertEquals(1, losses.count(), "only the old hold reported: " + losses);
   }
