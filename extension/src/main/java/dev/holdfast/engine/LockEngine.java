@@ -965,6 +965,24 @@ public final class LockEngine implements AutoCloseable {
     boolean again = false;
     boolean pastLease = true;
     try {
+      // Seals first: a hold's debt on a node that does not answer costs a timeout, and a
+      // copy of a force-unlock must not outrun its seal meanwhile.
+      for (SealOwed seal : sealsOwed) {
+        try {
+          seal.settle();
+          sealsOwed.remove(seal);
+        } catch (RuntimeException e) {
+          if (System.nanoTime() - seal.sentAt() - TimeUnit.MILLISECONDS.toNanos(sealMillis) < 0) {
+            again = true; // a copy may still arrive: retried at the fast rate
+            pastLease = false;
+          } else {
+            LOG.log(Level.WARNING, "Sealing " + seal + " failed for "
+                + TimeUnit.MILLISECONDS.toSeconds(sealMillis) + " s, given up: "
+                + e.getMessage());
+            sealsOwed.remove(seal);
+          }
+        }
+      }
       List<Hold> owing = new ArrayList<>();
       for (Hold h : holds.values()) {
         if (h.cleanup() != null) {
@@ -998,22 +1016,6 @@ public final class LockEngine implements AutoCloseable {
                 + e.getMessage());
             h.settled(c);
             forgetIfDone(h);
-          }
-        }
-      }
-      for (SealOwed seal : sealsOwed) {
-        try {
-          seal.settle();
-          sealsOwed.remove(seal);
-        } catch (RuntimeException e) {
-          if (System.nanoTime() - seal.sentAt() - TimeUnit.MILLISECONDS.toNanos(sealMillis) < 0) {
-            again = true; // a copy may still arrive: retried at the fast rate
-            pastLease = false;
-          } else {
-            LOG.log(Level.WARNING, "Sealing " + seal + " failed for "
-                + TimeUnit.MILLISECONDS.toSeconds(sealMillis) + " s, given up: "
-                + e.getMessage());
-            sealsOwed.remove(seal);
           }
         }
       }

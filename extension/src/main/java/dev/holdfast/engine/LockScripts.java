@@ -704,12 +704,14 @@ final class LockScripts {
    * <pre>
    * KEYS[1] the request's marker
    * ARGV[1] the marker's lifetime (ms)
-   * returns 1 if a copy had run first (its reply is in the marker), 0 if sealed now
+   * returns 1 if a copy had run first (its reply is in the marker), 0 if sealed (now, or by an
+   *     earlier send of this seal whose reply was lost)
    * </pre>
    */
   static final LockScript FORCE_SEAL = new LockScript("force-seal", """
-      if redis.call('exists', KEYS[1]) == 1 then
-        return 1
+      local ran = redis.call('get', KEYS[1])
+      if ran then
+        return ran == '-1' and 0 or 1
       end
       redis.call('set', KEYS[1], '-1', 'px', ARGV[1])
       return 0

@@ -84,6 +84,9 @@ final class SentinelMasterCheck implements HostAndPortMapper {
    * long as it trickles — and its answer would be older than a verdict may be when used.
    */
   private final ScheduledThreadPoolExecutor deadlines;
+  /** The sockets of asks in progress, cut by {@link #close()}. */
+  private final java.util.Set<CutSocket> asking = ConcurrentHashMap.newKeySet();
+  private volatile boolean closed;
 
   /**
    * @param sentinels the configured sentinels; one listed twice counts once
@@ -103,11 +106,20 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       return t;
     });
     deadlines.setRemoveOnCancelPolicy(true);
+    // Its thread ends when no ask has run for a while: none is left behind by a client that
+    // failed to start (and was never closed) or asks rarely.
+    deadlines.setKeepAliveTime(10, TimeUnit.SECONDS);
+    deadlines.allowCoreThreadTimeOut(true);
   }
 
-  /** Stops the deadline timer; an ask after this is not cut. Idempotent. */
+  /**
+   * Cuts the asks in progress (their cuts would be dropped with the timer) and stops the timer;
+   * an ask after this refuses at once. Idempotent.
+   */
   void close() {
+    closed = true;
     deadlines.shutdownNow();
+    asking.forEach(CutSocket::cut);
   }
 
   /**
@@ -395,6 +407,9 @@ final class SentinelMasterCheck implements HostAndPortMapper {
     List<String> others = new ArrayList<>();
     JedisException last = null;
     for (HostAndPort sentinel : sentinels) {
+      if (closed) {
+        break; // no votes: refused
+      }
       long leftMillis = (askNanos - (System.nanoTime() - start)) / 1_000_000L;
       if (leftMillis <= 0) {
         break; // the rest did not answer in time
@@ -407,6 +422,10 @@ final class SentinelMasterCheck implements HostAndPortMapper {
           .clientName(null).clientSetInfoConfig(ClientSetInfoConfig.DISABLED)
           .connectionTimeoutMillis(timeout).socketTimeoutMillis(timeout).build();
       CutSocket socket = new CutSocket(sentinel, bounded);
+      asking.add(socket);
+      if (closed) {
+        socket.cut(); // close() may have looked before the add
+      }
       ScheduledFuture<?> cut = cutAt(deadline, socket);
       try (Jedis jedis = new Jedis(socket, bounded)) {
         List<String> address = jedis.sentinelGetMasterAddrByName(masterName);
@@ -422,6 +441,7 @@ final class SentinelMasterCheck implements HostAndPortMapper {
       } catch (JedisException e) {
         last = e;
       } finally {
+        asking.remove(socket);
         if (cut != null) {
           cut.cancel(false);
         }

@@ -28,7 +28,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import redis.clients.jedis.DefaultJedisClientConfig;
@@ -156,8 +155,7 @@ class CutAskAttackTest extends ProxiedClientFixture {
    * long as the link trickles (~10 s for the reply), not its bound of 2 s: a call of a closing
    * client is held far past its own wait. (Safe: the late answer is refused as too old.)
    */
-  @Disabled("DEFECT: SentinelMasterCheck.close() (shutdownNow) drops the cut of asks in flight: "
-      + "an ask through a trickling link then outlives its 2 x timeout bound by the trickle")
+  // A DEFECT of round 29, fixed.
   @Test
   void checkClosedDuringATrickledAsk_askStillEndsAtItsBound() throws Exception {
     sentinels = RedisSentinelSetup.start("cut-close");

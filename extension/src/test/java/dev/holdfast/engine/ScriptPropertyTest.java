@@ -661,9 +661,15 @@ class ScriptPropertyTest {
       } else {
         send(call, Delivery.DELAYED); // held up in the network
         if (s.flag()) {
-          send(new Call("force-seal " + names.name(), LockScripts.FORCE_SEAL,
+          Call seal = new Call("force-seal " + names.name(), LockScripts.FORCE_SEAL,
               List.of(names.markerPrefix() + id), List.of(Long.toString(MARKER_MILLIS)),
-              List.of(id), s.lock(), null), Delivery.ANSWERED);
+              List.of(id), s.lock(), null);
+          send(seal, Delivery.ANSWERED);
+          Object again = send(seal, Delivery.ANSWERED); // its reply lost: sent again
+          if (!Long.valueOf(0).equals(again)) {
+            fail("a seal sent again after its own landed answered " + show(again)
+                + " (a copy ran) although no copy of the force-release had run");
+          }
           reply = 0L; // the call failed; sealed first, the held copy does nothing
         } else {
           reply = send(call, Delivery.ANSWERED); // the retry
