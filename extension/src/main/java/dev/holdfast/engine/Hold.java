@@ -107,6 +107,11 @@ final class Hold {
   private volatile boolean ending;
   /** When {@link #ending} was set (nanoTime). */
   private volatile long endingSince;
+  /**
+   * A force-unlock's check found this hold's field gone while its final call was in flight, and
+   * left the hold to that call ({@link #skipWhileEnding}); guarded by this.
+   */
+  private boolean goneWhileEnding;
   /** What to do if this hold is lost ({@link LossWatch}); null if nobody watches. */
   private volatile LossWatch lossWatch;
   private static final AtomicReferenceFieldUpdater<Hold, LossWatch> LOSS_WATCH =
@@ -458,6 +463,31 @@ final class Hold {
   synchronized void ending(boolean on) {
     ending = on;
     endingSince = System.nanoTime();
+    goneWhileEnding = false;
+  }
+
+  /**
+   * For a check that found this hold's field gone: whether its final call is in flight, in
+   * which case the check leaves the hold to that call's answer and says so ({@link #endRefused}).
+   */
+  synchronized boolean skipWhileEnding() {
+    if (ending) {
+      goneWhileEnding = true;
+    }
+    return ending;
+  }
+
+  /**
+   * The final call was answered with an error (it changed nothing): the hold goes on, as
+   * {@code ending(false)}.
+   *
+   * @return whether a check found the field gone meanwhile and left the hold to this call: the
+   *     caller must check it again
+   */
+  synchronized boolean endRefused() {
+    boolean recheck = goneWhileEnding;
+    ending(false);
+    return recheck;
   }
 
   /** Whether the call that ends this hold was sent; see {@link #ending(boolean)}. */

@@ -1183,7 +1183,7 @@ final class RedisLock implements FencedLock {
       throw e;
     } catch (RuntimeException e) {
       if (expected == 1) {
-        endRefused(hold, sentAt);
+        endRefused(hold);
       }
       throw e;
     } finally {
@@ -1312,7 +1312,7 @@ final class RedisLock implements FencedLock {
           inDoubt(hold, "unlock() handing the lock to another thread", "the release completes",
               leaseLeft, e));
     } catch (RuntimeException e) {
-      endRefused(hold, sentAt);
+      endRefused(hold);
       throw e;
     } finally {
       hold.endCall();
@@ -1379,7 +1379,6 @@ final class RedisLock implements FencedLock {
     String requestId = engine.nextRequestId();
     long kept;
     hold.ending(true); // whatever comes of it, the hold is never renewed again
-    long sentAt = System.nanoTime();
     hold.beginCall();
     try {
       RedisTopology.Replicated replicated = engine.topology().evalReplicated(names.kind().keep(),
@@ -1397,7 +1396,7 @@ final class RedisLock implements FencedLock {
           inDoubt(hold, "unlock() keeping the lock " + keep + "ms", "the keep is settled",
               Math.max(leaseLeft, keep), e));
     } catch (RuntimeException e) {
-      endRefused(hold, sentAt);
+      endRefused(hold);
       throw e;
     } finally {
       hold.endCall();
@@ -1666,13 +1665,13 @@ final class RedisLock implements FencedLock {
   }
 
   /**
-   * A final call of {@code hold} sent at {@code sentAt} was answered with an error: nothing
-   * changed, the hold goes on — unless this client force-unlocked the key meanwhile, whose check
-   * skipped the hold then ending (the call was to report what it found): checked now.
+   * A final call of {@code hold} was answered with an error: nothing changed, the hold goes on —
+   * unless a force-unlock's check of this client found its field gone meanwhile and skipped it
+   * (the call was to report what it found): checked again now. Recorded on the hold, under its
+   * lock, so that no order of the two threads loses the check.
    */
-  private void endRefused(Hold hold, long sentAt) {
-    hold.ending(false);
-    if (engine.forcedSince(names.key(), sentAt)) {
+  private void endRefused(Hold hold) {
+    if (hold.endRefused()) {
       loseForcedHolds(List.of(hold), true, true);
     }
   }
@@ -1702,7 +1701,7 @@ final class RedisLock implements FencedLock {
    * key by this client — unless its owner's final call is in flight.
    */
   private void loseIfForced(Hold hold, boolean present, boolean mayHaveDeleted) {
-    if (!present && !hold.ending() && hold.count() > 0) {
+    if (!present && hold.count() > 0 && !hold.skipWhileEnding()) {
       if (mayHaveDeleted) {
         engine.lose(hold, LossCause.FORCE_UNLOCKED, "forceUnlock() was called on this client");
       } else {
