@@ -912,7 +912,10 @@ public final class LockEngine implements AutoCloseable {
      */
     void settle();
 
-    /** {@return when the request it seals was sent (nanoTime)} */
+    /**
+     * {@return when the call that left it owed gave up (nanoTime), no earlier than the request's
+     * send: a copy may arrive for a seal's time after it, so it is retried that long}
+     */
     long sentAt();
   }
 
