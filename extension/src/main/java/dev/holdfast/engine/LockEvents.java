@@ -126,14 +126,10 @@ final class LockEvents {
       return;
     }
     Lost event = new Lost();
-    event.name = name;
-    event.template = template;
-    event.holder = holder;
-    event.holderId = holderId;
     event.cause = cause.tag;
     event.reason = reason;
     event.heldFor = heldNanos;
-    event.commit();
+    event.commit(name, template, holder, holderId);
   }
 
   static void renewalFailed(String name, String template, Thread holder, long holderId,
@@ -142,13 +138,9 @@ final class LockEvents {
       return;
     }
     RenewalFailed event = new RenewalFailed();
-    event.name = name;
-    event.template = template;
-    event.holder = holder;
-    event.holderId = holderId;
     event.node = node;
     event.error = error;
-    event.commit();
+    event.commit(name, template, holder, holderId);
   }
 
   /** A hold's at-risk episode began ({@link dev.holdfast.LockAtRisk}). */
@@ -158,13 +150,9 @@ final class LockEvents {
       return;
     }
     AtRisk event = new AtRisk();
-    event.name = name;
-    event.template = template;
-    event.holder = holder;
-    event.holderId = holderId;
     event.timeLeft = timeLeftNanos;
     event.error = error;
-    event.commit();
+    event.commit(name, template, holder, holderId);
   }
 
   /** A hold's at-risk episode ended with a renewal ({@link dev.holdfast.LockRecovered}). */
@@ -174,12 +162,32 @@ final class LockEvents {
       return;
     }
     Recovered event = new Recovered();
-    event.name = name;
-    event.template = template;
-    event.holder = holder;
-    event.holderId = holderId;
     event.atRiskFor = atRiskNanos;
-    event.commit();
+    event.commit(name, template, holder, holderId);
+  }
+
+  /**
+   * What every event about one hold says of it. Each is raised by a Holdfast thread, whose stack
+   * says nothing of the holder: each is marked {@code @StackTrace(false)}.
+   */
+  abstract static class HoldEvent extends Event {
+    @Label("Lock")
+    String name;
+    @Label("Template")
+    String template;
+    @Label("Holder")
+    Thread holder;
+    @Label("Holder Thread Id")
+    long holderId;
+
+    /** Fills in the hold and commits; the event's own fields are set first. */
+    final void commit(String name, String template, Thread holder, long holderId) {
+      this.name = name;
+      this.template = template;
+      this.holder = holder;
+      this.holderId = holderId;
+      commit();
+    }
   }
 
   @Name("dev.holdfast.LockWait")
@@ -215,15 +223,7 @@ final class LockEvents {
   @Category("Holdfast")
   @Description("A hold that ended without its final unlock()")
   @StackTrace(false)
-  static final class Lost extends Event {
-    @Label("Lock")
-    String name;
-    @Label("Template")
-    String template;
-    @Label("Holder")
-    Thread holder;
-    @Label("Holder Thread Id")
-    long holderId;
+  static final class Lost extends HoldEvent {
     @Label("Cause")
     @Description("lease_unconfirmed, lease_expired, gone, force_unlocked, thread_ended, "
         + "uncertain or count_mismatch")
@@ -240,15 +240,7 @@ final class LockEvents {
   @Category("Holdfast")
   @Description("A watchdog renewal of a hold that Redis did not confirm")
   @StackTrace(false)
-  static final class RenewalFailed extends Event {
-    @Label("Lock")
-    String name;
-    @Label("Template")
-    String template;
-    @Label("Holder")
-    Thread holder;
-    @Label("Holder Thread Id")
-    long holderId;
+  static final class RenewalFailed extends HoldEvent {
     @Label("Redis Node")
     String node;
     @Label("Error")
@@ -261,15 +253,7 @@ final class LockEvents {
   @Description("A watchdog hold whose renewal Redis did not confirm: believed for Time Left more, "
       + "then lost unless a renewal gets through")
   @StackTrace(false)
-  static final class AtRisk extends Event {
-    @Label("Lock")
-    String name;
-    @Label("Template")
-    String template;
-    @Label("Holder")
-    Thread holder;
-    @Label("Holder Thread Id")
-    long holderId;
+  static final class AtRisk extends HoldEvent {
     @Label("Time Left")
     @Timespan(Timespan.NANOSECONDS)
     long timeLeft;
@@ -282,15 +266,7 @@ final class LockEvents {
   @Category("Holdfast")
   @Description("A hold at risk whose renewal Redis confirmed again before its deadline")
   @StackTrace(false)
-  static final class Recovered extends Event {
-    @Label("Lock")
-    String name;
-    @Label("Template")
-    String template;
-    @Label("Holder")
-    Thread holder;
-    @Label("Holder Thread Id")
-    long holderId;
+  static final class Recovered extends HoldEvent {
     @Label("At Risk For")
     @Timespan(Timespan.NANOSECONDS)
     long atRiskFor;
