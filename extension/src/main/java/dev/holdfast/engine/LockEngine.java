@@ -292,7 +292,8 @@ public final class LockEngine implements AutoCloseable {
 
   /**
    * Stops renewals and closes every connection. Held locks are not released: they expire within
-   * their lease. Waiting threads wake up and fail.
+   * their lease. Waiting threads wake up and fail. Seals still owed are sent once more first
+   * ({@link #sealBeforeClose()}).
    */
   @Override
   public void close() {
@@ -302,7 +303,7 @@ public final class LockEngine implements AutoCloseable {
     closed = true;
     multiLockOwed.clear();
     redLockUnfinished.clear();
-    sealsOwed.clear();
+    sealBeforeClose();
     observer.close();
     scheduler.shutdownNow();
     ExecutorService asyncPool;
@@ -320,6 +321,32 @@ public final class LockEngine implements AutoCloseable {
 
   boolean closed() {
     return closed;
+  }
+
+  /**
+   * Sends each seal still owed once more, for about one command timeout in all: unlike every
+   * other debt, which at worst leaves this client's own field until its lease ends, an unsealed
+   * {@code forceUnlock()} can still arrive late and delete a lock another client took since. One
+   * that does not land is logged: that is for up to the seal time.
+   */
+  private void sealBeforeClose() {
+    long deadline = System.nanoTime() + config.timeout().toNanos();
+    for (SealOwed seal : sealsOwed) {
+      String error = "no time left";
+      if (System.nanoTime() - deadline < 0) {
+        try {
+          seal.settle();
+          sealsOwed.remove(seal);
+          continue;
+        } catch (RuntimeException e) {
+          error = e.getMessage();
+        }
+      }
+      LOG.log(Level.WARNING, "Closed with " + seal + " not sealed (" + error + "): a copy of it "
+          + "still on its way can delete the lock, even one taken since, for up to "
+          + TimeUnit.MILLISECONDS.toSeconds(sealMillis) + " s");
+    }
+    sealsOwed.clear();
   }
 
   RedisTopology topology() {

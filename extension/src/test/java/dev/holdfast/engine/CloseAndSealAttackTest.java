@@ -289,13 +289,49 @@ class CloseAndSealAttackTest extends ProxiedClientFixture {
   }
 
   /**
-   * B's forceUnlock() of a lock X holds is held in the network, and so is every send of its
-   * seal; B closes (its owed seals are dropped: the existing contract). X lets go, a rival R
-   * takes the lock, and the held force-release copy reaches Redis: nothing sealed it, so it
-   * deletes R's lock — R believes a hold Redis no longer has, and a third client takes it.
+   * B's forceUnlock() of a lock X holds is held in the network, and so is the first send of its
+   * seal; the network is back for new sends, and B closes while that one is still unanswered.
+   * close() sends the seal once more, so the held force-release copy, arriving after a rival R
+   * took the lock, does nothing. (A DEFECT of round 32, fixed: close() dropped owed seals, and
+   * the copy deleted R's lock: R believed a hold Redis no longer had, and X took it again.)
    */
-  @Disabled("DEFECT: close() drops an owed force-unlock seal; a late copy then deletes a lock "
-      + "taken after close")
+  @Test
+  void sealOwedAtClose_networkBack_closeSealsIt_lateCopyDeletesNothing() throws Exception {
+    LockClient b = viaHolding();
+    LockClient x = direct();
+    DistributedLock lock = b.getLock("seal-close-back");
+    LockHold xHold = x.getLock("seal-close-back").acquire(Duration.ofSeconds(10),
+        Duration.ofSeconds(60));
+    holding.hold(LockScripts.FORCE_RELEASE.sha1());
+    holding.hold(LockScripts.FORCE_SEAL.sha1());
+    assertThrows(LockException.class, lock::forceUnlock, "held in the network");
+    Await.until(Duration.ofSeconds(20), () -> holding.held(LockScripts.FORCE_SEAL.sha1()) > 0,
+        "a seal send is held");
+    // That send stays unanswered (the background retry waits for its timeout); later ones pass.
+    holding.stopHolding(LockScripts.FORCE_SEAL.sha1());
+    b.close();
+    assertTrue(sealsOwed(b).isEmpty(), "no seal owed after close");
+    holding.drop(LockScripts.FORCE_SEAL.sha1()); // the first send never arrives
+    xHold.release();
+    LockHold r = rival.getLock("seal-close-back").acquire(Duration.ofSeconds(10),
+        Duration.ofSeconds(60));
+    letGoAndAwaitRan(LockScripts.FORCE_RELEASE);
+    assertTrue(redisState.exists("seal-close-back"),
+        "R's lock deleted by a force-unlock copy sent before B closed");
+    assertFalse(x.getLock("seal-close-back").tryLock(), "two holders: R and X");
+    r.release();
+  }
+
+  /**
+   * B's forceUnlock() of a lock X holds is held in the network, and so is every send of its
+   * seal, the one close() makes included; B closes. X lets go, a rival R takes the lock, and the
+   * held force-release copy reaches Redis: nothing sealed it, so it deletes R's lock — R
+   * believes a hold Redis no longer has, and a third client takes it. No client can seal through
+   * a network that delivers nothing it sends; close() logs the seal it could not send, and
+   * safety.md states the residual.
+   */
+  @Disabled("LIMITATION: a seal that no send of close() delivers is given up; a copy of the "
+      + "force-unlock delivered later deletes a lock taken since (documented in safety.md)")
   @Test
   void sealOwedDroppedAtClose_lateCopyDeletesLockTakenSince() throws Exception {
     LockClient b = viaHolding();
@@ -615,6 +651,11 @@ class CloseAndSealAttackTest extends ProxiedClientFixture {
       for (Link l : links) {
         l.letGo(pattern, true);
       }
+    }
+
+    /** Holds no new request for {@code pattern}; what is held stays held. */
+    void stopHolding(String pattern) {
+      patterns.remove(pattern);
     }
 
     /** Stops holding for {@code pattern}; what was held never arrives. */
