@@ -16,9 +16,10 @@ import java.util.function.Function;
  * One call of a {@code @Locked} method whose work ends when the result it returns completes
  * (a {@code CompletionStage}, {@code CompletableFuture} or, through {@link UniLocked}, a
  * {@code Uni}): acquires without blocking the caller, proceeds on the thread that completes the
- * acquisition once the lock is held (with the caller's context where Mutiny's callback
- * decorators carry it: {@link UniLocked#contextual}), and releases when the method's result completes, fails or
- * the call's {@link #result} is cancelled. The result completes after the release (or after
+ * acquisition once the lock is held (with the caller's context where the container's context
+ * service or Mutiny's callback decorators carry it: the interceptor wraps {@code proceed}), and
+ * releases when the method's result completes, fails or the call's {@link #result} is
+ * cancelled. The result completes after the release (or after
  * handing it to the minimum hold): with the method's value or failure, or with the release's
  * failure (suppressed onto the method's, when both failed) — the policy of the blocking
  * interceptor.

@@ -15,6 +15,7 @@ import jakarta.interceptor.InvocationContext;
 import java.lang.reflect.Method;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.function.UnaryOperator;
 
 /**
  * Runs {@link Locked} methods under their lock. All decisions were made at deployment: a call
@@ -43,12 +44,17 @@ import java.util.concurrent.Callable;
 public class LockedInterceptor {
   /** Whether Mutiny is there to carry the caller's context to an asynchronous method. */
   private static final boolean MUTINY = OptionalApis.present(OptionalApis.MUTINY);
+  /** Whether a container's Jakarta Concurrency context service may be there to carry it. */
+  private static final boolean CONTEXT_SERVICE =
+      OptionalApis.present(OptionalApis.CONTEXT_SERVICE);
 
   private final LockClient client;
   private final LockedOperations prepared;
   private final Class<?> beanClass;
   private final Map<Method, LockedOperation> operations;
   private final LockTracing tracing;
+  /** Carries the caller's context to an asynchronous method; found at the first such call. */
+  private volatile UnaryOperator<Callable<Object>> callerContext;
 
   @Inject
   public LockedInterceptor(LockClient client, LockedOperations prepared,
@@ -66,13 +72,13 @@ public class LockedInterceptor {
     LockedOperation operation = operation(ctx);
     switch (operation.returns()) {
       case STAGE, FUTURE -> {
-        Callable<Object> proceed = ctx::proceed;
         return AsyncLockedCall.start(operation, client, tracing, ctx.getParameters(),
-            MUTINY ? UniLocked.contextual(proceed) : proceed, AsyncLockedCall::stageOf);
+            withCallerContext(ctx::proceed), AsyncLockedCall::stageOf);
       }
       case UNI -> {
         // UniLocked is loaded only here: a method returning Uni means Mutiny is there.
-        return UniLocked.around(operation, client, tracing, ctx.getParameters(), ctx::proceed);
+        return UniLocked.around(operation, client, tracing, ctx.getParameters(), ctx::proceed,
+            this::withCallerContext);
       }
       default -> {
         return lockAroundCall(ctx, operation);
@@ -114,6 +120,23 @@ public class LockedInterceptor {
         failure.addSuppressed(e);
       }
     }
+  }
+
+  /**
+   * {@code proceed}, to run on another thread with the context of this one (the caller's):
+   * through the container's Jakarta Concurrency context service (WildFly, other Jakarta EE
+   * servers), then Mutiny's callback decorators (Quarkus' context propagation), each where it is.
+   */
+  private Callable<Object> withCallerContext(Callable<Object> proceed) {
+    UnaryOperator<Callable<Object>> context = callerContext;
+    if (context == null) {
+      // Found on an application thread: a server binds java:comp per component.
+      UnaryOperator<Callable<Object>> container = CONTEXT_SERVICE
+          ? ContainerContext.find() : UnaryOperator.identity();
+      context = MUTINY ? p -> UniLocked.contextual(container.apply(p)) : container;
+      callerContext = context;
+    }
+    return context.apply(proceed);
   }
 
   private LockedOperation operation(InvocationContext ctx) {

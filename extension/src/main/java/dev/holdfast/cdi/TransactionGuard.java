@@ -2,14 +2,12 @@ package dev.holdfast.cdi;
 
 import dev.holdfast.LockLostException;
 import dev.holdfast.engine.HoldCheck;
-import jakarta.enterprise.inject.spi.CDI;
 import jakarta.transaction.Status;
 import jakarta.transaction.Synchronization;
 import jakarta.transaction.TransactionSynchronizationRegistry;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CopyOnWriteArrayList;
-import javax.naming.InitialContext;
 import javax.naming.NamingException;
 
 /**
@@ -124,28 +122,17 @@ public final class TransactionGuard implements Synchronization {
    * @throws IllegalStateException if there is neither
    */
   public static TransactionSynchronizationRegistry lookupRegistry() {
-    RuntimeException cdiFailure = null;
     try {
-      var beans = CDI.current().select(TransactionSynchronizationRegistry.class);
-      if (beans.isResolvable()) {
-        return beans.get();
-      }
-    } catch (RuntimeException e) {
-      cdiFailure = e; // no CDI container here: try JNDI
-    }
-    try {
-      return (TransactionSynchronizationRegistry) new InitialContext().lookup(REGISTRY_JNDI_NAME);
+      return OptionalApis.containerResource(TransactionSynchronizationRegistry.class,
+          REGISTRY_JNDI_NAME);
     } catch (NamingException | RuntimeException e) {
-      IllegalStateException failure = new IllegalStateException("No transaction synchronization "
-          + "registry was found: no CDI bean of TransactionSynchronizationRegistry, and JNDI has "
-          + "no " + REGISTRY_JNDI_NAME + " (" + e + "); pass the transaction manager's registry "
-          + "to CommitGuard.register(registry, ...)", e);
-      if (cdiFailure != null) {
-        failure.addSuppressed(cdiFailure);
-      }
-      throw failure;
+      throw new IllegalStateException("No transaction synchronization registry was found: no CDI "
+          + "bean of TransactionSynchronizationRegistry, and JNDI has no " + REGISTRY_JNDI_NAME
+          + " (" + e + "); pass the transaction manager's registry to "
+          + "CommitGuard.register(registry, ...)", e);
     }
   }
+
 
   @Override
   public void beforeCompletion() {

@@ -5,6 +5,7 @@ import io.smallrye.mutiny.Uni;
 import io.smallrye.mutiny.infrastructure.Infrastructure;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
+import java.util.function.UnaryOperator;
 
 /**
  * {@code @Locked} methods that return a Mutiny {@code Uni}, and the caller's context for every
@@ -24,11 +25,14 @@ final class UniLocked {
    *
    * @param args the call's arguments, read again at each subscription
    * @param proceed calls the method (again at each subscription)
+   * @param callerContext wraps {@code proceed} with the subscribing thread's context, at each
+   *     subscription
    */
   static Object around(LockedOperation operation, LockClient client, LockTracing tracing,
-      Object[] args, Callable<Object> proceed) {
+      Object[] args, Callable<Object> proceed,
+      UnaryOperator<Callable<Object>> callerContext) {
     return Uni.createFrom().completionStage(() -> AsyncLockedCall.start(operation, client,
-        tracing, args, contextual(proceed), UniLocked::stageOf));
+        tracing, args, callerContext.apply(proceed), UniLocked::stageOf));
   }
 
   /**

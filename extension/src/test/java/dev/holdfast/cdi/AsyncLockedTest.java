@@ -60,7 +60,7 @@ class AsyncLockedTest {
   @WeldSetup
   WeldInitiator weld = WeldInitiator.from(WeldInitiator.createWeld()
       .addExtension(new HoldfastExtension())
-      .addBeanClasses(Jobs.class)).build();
+      .addBeanClasses(Jobs.class, ContainerContextService.class)).build();
 
   @BeforeAll
   static void configure() {
@@ -77,6 +77,7 @@ class AsyncLockedTest {
     redis.flushAll();
     Jobs.STARTED.clear();
     CallerContextDecorator.CALLER.remove();
+    ContainerContextService.CONTEXT.remove();
   }
 
   /** The methods' work is the stage the test passes in and completes. */
@@ -146,13 +147,12 @@ class AsyncLockedTest {
 
     @Locked("async:{name}")
     public CompletionStage<Seen> seen(String name) {
-      return CompletableFuture.completedFuture(
-          new Seen(CallerContextDecorator.CALLER.get(), Thread.currentThread()));
+      return CompletableFuture.completedFuture(Seen.now());
     }
 
     @Locked("async:{name}")
     public Uni<Seen> seenUni(String name) {
-      Seen seen = new Seen(CallerContextDecorator.CALLER.get(), Thread.currentThread());
+      Seen seen = Seen.now();
       return Uni.createFrom().item(seen);
     }
 
@@ -408,8 +408,16 @@ class AsyncLockedTest {
     assertThrows(CancellationException.class, result::join);
   }
 
-  /** What a method saw: the caller's context ({@link CallerContextDecorator}), its thread. */
-  record Seen(String caller, Thread thread) {
+  /**
+   * What a method saw: the caller's context as Mutiny's decorators carry it
+   * ({@link CallerContextDecorator}) and as the container's context service carries it
+   * ({@link ContainerContextService}), and its thread.
+   */
+  record Seen(String caller, String container, Thread thread) {
+    static Seen now() {
+      return new Seen(CallerContextDecorator.CALLER.get(), ContainerContextService.CONTEXT.get(),
+          Thread.currentThread());
+    }
   }
 
   /** {@code call}'s outcome, called while another client holds {@code async:name}. */
@@ -430,40 +438,52 @@ class AsyncLockedTest {
 
   /**
    * The method runs on the thread that completes the acquisition with the caller's context
-   * where Mutiny's callback decorators carry it (Quarkus's context propagation; here the test's
-   * {@link CallerContextDecorator}), as Mutiny's own callbacks do.
+   * where the container's context service carries it (WildFly; here the test's
+   * {@link ContainerContextService}) and where Mutiny's callback decorators carry it (Quarkus's
+   * context propagation; here the test's {@link CallerContextDecorator}), as Mutiny's own
+   * callbacks do.
    */
   @Test
   void completionStage_runsElsewhereWithTheCallersContext() throws Exception {
     CallerContextDecorator.CALLER.set("request-7");
+    ContainerContextService.CONTEXT.set("component-7");
     Seen seen = whileHeldElsewhere("ctx-a", () -> jobs().seen("ctx-a"));
     assertNotSame(Thread.currentThread(), seen.thread(), "ran on the acquisition's thread");
-    assertEquals("request-7", seen.caller(), "the caller's context, carried");
+    assertEquals("request-7", seen.caller(), "the caller's context, carried by Mutiny");
+    assertEquals("component-7", seen.container(), "the caller's context, carried by the "
+        + "container's context service");
   }
 
   @Test
   void uni_runsElsewhereWithTheSubscribersContext() throws Exception {
     Uni<Seen> uni = jobs().seenUni("ctx-b");
     CallerContextDecorator.CALLER.set("request-8"); // the context at subscription counts
+    ContainerContextService.CONTEXT.set("component-8");
     Seen seen = whileHeldElsewhere("ctx-b", uni::subscribeAsCompletionStage);
     assertNotSame(Thread.currentThread(), seen.thread(), "ran on the acquisition's thread");
     assertEquals("request-8", seen.caller(), "the subscriber's context, carried");
+    assertEquals("component-8", seen.container(), "the subscriber's context, carried");
   }
 
   @Test
   void callersContext_isNotLeftOnTheThreadsThatRanTheMethod() throws Exception {
     CallerContextDecorator.CALLER.set("request-9");
+    ContainerContextService.CONTEXT.set("component-9");
     Seen first = whileHeldElsewhere("ctx-c", () -> jobs().seen("ctx-c"));
     assertEquals("request-9", first.caller());
+    assertEquals("component-9", first.container());
     CallerContextDecorator.CALLER.remove();
+    ContainerContextService.CONTEXT.remove();
     // Later calls without a context, on the same few Holdfast threads, see none; at least one
     // of them runs on the first call's thread, or this would prove nothing.
     boolean firstThreadAgain = false;
     for (int i = 0; i < 40 && !(firstThreadAgain && i >= 10); i++) {
       Seen next = whileHeldElsewhere("ctx-c", () -> jobs().seen("ctx-c"));
       firstThreadAgain |= next.thread() == first.thread();
-      assertNull(next.caller(), "a context left behind on " + next.thread()
-          + (next.thread() == first.thread() ? ", the thread that ran the first call" : ""));
+      String where = next.thread() + (next.thread() == first.thread()
+          ? ", the thread that ran the first call" : "");
+      assertNull(next.caller(), "a context left behind on " + where);
+      assertNull(next.container(), "a container context left behind on " + where);
     }
     assertTrue(firstThreadAgain, "no later call ran on " + first.thread());
   }

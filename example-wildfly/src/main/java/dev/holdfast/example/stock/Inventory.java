@@ -5,6 +5,7 @@ import dev.holdfast.FencingToken;
 import dev.holdfast.LockClient;
 import dev.holdfast.Locked;
 import jakarta.annotation.Resource;
+import jakarta.enterprise.concurrent.ManagedExecutorService;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 import jakarta.transaction.Status;
@@ -12,6 +13,9 @@ import jakarta.transaction.Synchronization;
 import jakarta.transaction.TransactionSynchronizationRegistry;
 import jakarta.transaction.Transactional;
 import java.util.OptionalInt;
+import java.util.concurrent.CompletionStage;
+import javax.naming.InitialContext;
+import javax.naming.NamingException;
 import org.eclipse.microprofile.config.inject.ConfigProperty;
 
 /**
@@ -40,6 +44,25 @@ public class Inventory {
   @Locked("stock:{sku}")
   public Reservation reserve(String sku) {
     return reserveOne(sku);
+  }
+
+  /**
+   * The same reservation as a {@code CompletionStage} whose work runs later, on the server's
+   * managed executor: {@code @Locked} takes the lock without blocking the caller, calls this
+   * method once it is held, and releases when the stage it returned completes — so the
+   * read-modify-write runs under the lock although it runs after the call. The method itself
+   * runs on a Holdfast thread with the caller's context, carried by the server's
+   * {@code ContextService}: its {@code java:comp} lookup works as it would on the request thread.
+   */
+  @Locked("stock:{sku}")
+  public CompletionStage<Reservation> reserveAsync(String sku) {
+    ManagedExecutorService executor;
+    try {
+      executor = InitialContext.doLookup("java:comp/DefaultManagedExecutorService");
+    } catch (NamingException e) {
+      throw new IllegalStateException("java:comp is not available to this call: " + e, e);
+    }
+    return executor.supplyAsync(() -> reserveOne(sku));
   }
 
   /** The same read-modify-write without the lock, to show what goes wrong. */

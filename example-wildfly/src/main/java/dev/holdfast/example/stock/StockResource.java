@@ -16,6 +16,7 @@ import jakarta.ws.rs.core.MediaType;
 import jakarta.ws.rs.core.Response;
 import java.util.Arrays;
 import java.util.OptionalInt;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -108,6 +109,18 @@ public class StockResource {
   public ReserveResult reserve(@PathParam("sku") String sku) {
     long calledNanos = System.nanoTime();
     return ReserveResult.of(inventory.reserve(sku), calledNanos);
+  }
+
+  /**
+   * {@link #reserve} without holding a request thread while waiting for the lock: an
+   * asynchronous endpoint over the {@code @Locked} {@code CompletionStage} method
+   * {@link Inventory#reserveAsync}, which holds the SKU's lock until its work is done.
+   */
+  @POST
+  @Path("/reserve-async")
+  public CompletionStage<ReserveResult> reserveAsync(@PathParam("sku") String sku) {
+    long calledNanos = System.nanoTime();
+    return inventory.reserveAsync(sku).thenApply(r -> ReserveResult.of(r, calledNanos));
   }
 
   @POST

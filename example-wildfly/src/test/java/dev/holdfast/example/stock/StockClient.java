@@ -61,7 +61,12 @@ final class StockClient {
 
   /** {@code POST /stock/{sku}/reserve}, or {@code …/reserve-unprotected} if {@code !locked}. */
   CompletableFuture<Reservation> reserveAsync(String sku, boolean locked) {
-    HttpRequest request = request("stock/" + sku + (locked ? "/reserve" : "/reserve-unprotected"))
+    return reserveAsync(sku, locked ? "reserve" : "reserve-unprotected");
+  }
+
+  /** {@code POST /stock/{sku}/{endpoint}}: one of the reservation endpoints. */
+  CompletableFuture<Reservation> reserveAsync(String sku, String endpoint) {
+    HttpRequest request = request("stock/" + sku + "/" + endpoint)
         .POST(HttpRequest.BodyPublishers.noBody())
         .build();
     return HTTP.sendAsync(request, HttpResponse.BodyHandlers.ofString())

@@ -21,6 +21,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import redis.clients.jedis.Jedis;
 
 /**
@@ -102,16 +104,23 @@ class StockEndpointIT {
     assertEquals(0, server.stock(sku));
   }
 
-  @Test
-  void reserve_whileAnotherProcessHoldsTheSkuLock_waitsForIt(TestInfo test) throws Exception {
-    String sku = sku(test);
+  /**
+   * {@code reserve} is a blocking {@code @Locked} method; {@code reserve-async} returns a
+   * {@code CompletionStage}, holds the lock until it completes, and runs with the caller's
+   * context on a Holdfast thread (its {@code java:comp} lookup fails the call otherwise).
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"reserve", "reserve-async"})
+  void reserve_whileAnotherProcessHoldsTheSkuLock_waitsForIt(String endpoint, TestInfo test)
+      throws Exception {
+    String sku = sku(test) + "-" + endpoint;
     server.setStock(sku, 1);
     DistributedLock lock = otherProcess.getLock("stock:" + sku);
     CompletableFuture<Reservation> reservation;
     long heldSinceWaiterSeen;
     lock.lock();
     try {
-      reservation = server.reserveAsync(sku, true);
+      reservation = server.reserveAsync(sku, endpoint);
       // The server's waiter subscribes to the lock's unlock channel: proof that it is waiting.
       CompletableFuture<Reservation> call = reservation;
       Await.until(Duration.ofSeconds(30), () -> {

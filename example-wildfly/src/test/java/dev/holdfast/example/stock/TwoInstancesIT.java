@@ -17,6 +17,8 @@ import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Two WildFly servers on one Redis, under concurrent load: with {@code @Locked} the stock is
@@ -40,19 +42,26 @@ class TwoInstancesIT {
     this.b = new StockClient(servers.b());
   }
 
-  @Test
-  void lockedReservations_acrossTwoInstances_sellExactlyTheStock(TestInfo test) {
-    String sku = StockEndpointIT.sku(test);
-    warmUp(sku, true);
+  /**
+   * Through the blocking {@code @Locked} method ({@code reserve}) and through the one that
+   * returns a {@code CompletionStage} and holds the lock until it completes
+   * ({@code reserve-async}).
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"reserve", "reserve-async"})
+  void lockedReservations_acrossTwoInstances_sellExactlyTheStock(String endpoint,
+      TestInfo test) {
+    String sku = StockEndpointIT.sku(test) + "-" + endpoint;
+    warmUp(sku, endpoint);
     a.setStock(sku, STOCK);
 
-    List<Reservation> results = reserveConcurrently(sku, true);
+    List<Reservation> results = reserveConcurrently(sku, endpoint);
 
     long sold = results.stream().filter(Reservation::reserved).count();
     long longestWait = results.stream().mapToLong(Reservation::waitedMs).max().orElseThrow();
-    LOG.log(System.Logger.Level.INFO, "@Locked: {0} of {1} reservations succeeded with {2} "
-        + "units in stock; final stock {3}; longest wait {4} ms",
-        sold, REQUESTS, STOCK, a.stock(sku), longestWait);
+    LOG.log(System.Logger.Level.INFO, "@Locked ({5}): {0} of {1} reservations succeeded with "
+        + "{2} units in stock; final stock {3}; longest wait {4} ms",
+        sold, REQUESTS, STOCK, a.stock(sku), longestWait, endpoint);
     assertEquals(STOCK, sold, "successful reservations of " + STOCK + " units");
     assertEquals(0, a.stock(sku));
     assertEquals(0, b.stock(sku));
@@ -63,10 +72,10 @@ class TwoInstancesIT {
   @Test
   void unprotectedReservations_acrossTwoInstances_oversell(TestInfo test) {
     String sku = StockEndpointIT.sku(test);
-    warmUp(sku, false);
+    warmUp(sku, "reserve-unprotected");
     a.setStock(sku, STOCK);
 
-    List<Reservation> results = reserveConcurrently(sku, false);
+    List<Reservation> results = reserveConcurrently(sku, "reserve-unprotected");
 
     long sold = results.stream().filter(Reservation::reserved).count();
     LOG.log(System.Logger.Level.INFO, "unprotected: {0} of {1} reservations succeeded with {2} "
@@ -77,20 +86,20 @@ class TwoInstancesIT {
   }
 
   /** {@value #REQUESTS} reservations at once, alternating between the two servers. */
-  private List<Reservation> reserveConcurrently(String sku, boolean locked) {
+  private List<Reservation> reserveConcurrently(String sku, String endpoint) {
     List<CompletableFuture<Reservation>> calls = new ArrayList<>();
     for (int i = 0; i < REQUESTS; i++) {
-      calls.add((i % 2 == 0 ? a : b).reserveAsync(sku, locked));
+      calls.add((i % 2 == 0 ? a : b).reserveAsync(sku, endpoint));
     }
     return calls.stream().map(CompletableFuture::join).toList();
   }
 
   /** A first call on each server, so that one-time set-up does not skew the run. */
-  private void warmUp(String sku, boolean locked) {
+  private void warmUp(String sku, String endpoint) {
     String warmUpSku = sku + "-warm-up";
     a.setStock(warmUpSku, 2);
-    assertTrue(a.reserve(warmUpSku, locked).reserved());
-    assertTrue(b.reserve(warmUpSku, locked).reserved());
+    assertTrue(a.reserveAsync(warmUpSku, endpoint).join().reserved());
+    assertTrue(b.reserveAsync(warmUpSku, endpoint).join().reserved());
   }
 
   /**
