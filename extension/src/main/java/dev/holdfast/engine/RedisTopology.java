@@ -60,6 +60,7 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  * <p>Thread-safe: the Jedis clients pool their connections.
  */
 abstract class RedisTopology implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger(RedisTopology.class.getName());
 
   /** Attempts for one script call; replays are safe because the scripts are idempotent. */
   static final int ATTEMPTS = 3;
@@ -883,13 +884,13 @@ abstract class RedisTopology implements AutoCloseable {
       Object result;
       try {
         result = reply.get();
-        waited.get(); // a replica refuses WAIT: its script's answer is not the primary's
       } catch (JedisNoScriptException e) {
         result = send(c, asking, commands(c).eval(script.source(), script.sentKeys(keys),
             script.sentArgs(keys, args)));
-        return new Replicated(result, syncReplicas, syncReplicas, waitFor(c, syncReplicas));
+        return new Replicated(result, syncReplicas, syncReplicas,
+            acknowledgements(() -> waitFor(c, syncReplicas)));
       }
-      return new Replicated(result, syncReplicas, syncReplicas, waited.get());
+      return new Replicated(result, syncReplicas, syncReplicas, acknowledgements(waited::get));
     }
     // auto: the replicas of this node that can acknowledge, as the script itself reports them
     // when what we know is older than REPLICAS_KNOWN_NANOS (INFO inside a script costs Redis
@@ -914,12 +915,16 @@ abstract class RedisTopology implements AutoCloseable {
     if (online == 0) {
       return Replicated.unreplicated(result);
     }
-    long acknowledged = waitFor(c, online);
+    long waitedFor = online;
+    long acknowledged = acknowledgements(() -> waitFor(c, waitedFor));
     if (acknowledged < online && !ask) {
       // Counted up to a second ago: one may have gone, or fallen back into a full sync, since.
       // Count again (only on this path); one that cannot acknowledge now is not waited for.
-      List<?> now = (List<?>) evalOn(c, LockScripts.ONLINE_REPLICAS, List.of(),
-          List.of("auto"), false);
+      List<?> now = acknowledgements(() -> (List<?>) evalOn(c, LockScripts.ONLINE_REPLICAS,
+          List.of(), List.of("auto"), false), null);
+      if (now == null) {
+        return new Replicated(result, online, 1, acknowledged);
+      }
       online = ((Number) now.get(1)).longValue();
       knownReplicas.put(node, new KnownReplicas(online, System.nanoTime()));
       if (online == 0) {
@@ -929,6 +934,33 @@ abstract class RedisTopology implements AutoCloseable {
       knownReplicas.remove(node); // ask again next time
     }
     return new Replicated(result, online, 1, acknowledged);
+  }
+
+  /**
+   * The acknowledgements reported by a {@code WAIT} sent after a script whose reply was read,
+   * as {@link #acknowledgements(Supplier, Object)} with none acknowledged on an error.
+   */
+  private static long acknowledgements(Supplier<Long> wait) {
+    return acknowledgements(wait, 0L);
+  }
+
+  /**
+   * What {@code afterScript} returns, a command sent after a script whose reply was read; or
+   * {@code whenRefused} if Redis answers it with an error (a node busy with another script, a
+   * client unblocked). The script ran, so its call must end as ran but unconfirmed, never as
+   * refused: a final release taken as refused would be believed again. A replica's refusal of
+   * {@code WAIT} is the exception, thrown on: the answer it follows is not the primary's.
+   */
+  private static <T> T acknowledgements(Supplier<T> afterScript, T whenRefused) {
+    try {
+      return afterScript.get();
+    } catch (JedisDataException e) {
+      if (demoted(e)) {
+        throw e;
+      }
+      LOG.log(System.Logger.Level.DEBUG, () -> "Replica acknowledgement not confirmed: " + e.getMessage());
+      return whenRefused;
+    }
   }
 
   /**

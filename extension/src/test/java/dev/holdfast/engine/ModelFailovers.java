@@ -18,6 +18,9 @@ import java.util.Random;
  *   <li>REPLICA_RESTART: the replica is killed and restarted without the RDB file of its last
  *       sync, so it needs a full resync; the fault lasts until the master reports it
  *       {@code online} again;</li>
+ *   <li>REPLICA_STALL: a slow script keeps the replica from reading the replication stream for
+ *       0.3-0.8 s, so the master's {@code WAIT}s block; each one blocked meanwhile is unblocked
+ *       with an error ({@code CLIENT UNBLOCK … ERROR}): the call it follows ran, unconfirmed;</li>
  *   <li>FAILOVER: the master is killed (SIGKILL) and the sentinels promote the replica; the
  *       fault lasts until the promoted node takes writes. In a CI-length run it happens once,
  *       after two thirds of the run, and the old master stays down: it is the last fault. In a
@@ -102,6 +105,8 @@ final class ModelFailovers implements ModelFaultDriver {
             return;
           }
           nextFailover += FAILOVER_EVERY_MILLIS;
+        } else if (random.nextBoolean()) {
+          stallReplica();
         } else {
           restartReplica();
         }
@@ -126,6 +131,38 @@ final class ModelFailovers implements ModelFaultDriver {
     restartEmpty(replica);
     awaitOnline(master, replica);
     record("REPLICA_RESTART", replica, start, (fullSyncs(master) - fullSyncs) + " full sync");
+  }
+
+  /** See REPLICA_STALL in the class comment. */
+  private void stallReplica() throws InterruptedException {
+    RedisServer master = sentinels.master();
+    RedisServer replica = sentinels.replica();
+    long millis = 300 + random.nextInt(501);
+    long start = ModelEvent.now();
+    Thread slow = new Thread(() -> {
+      try {
+        replica.withAdmin(j -> j.eval("local t = redis.call('TIME') "
+            + "local from = t[1] * 1000000 + t[2] repeat t = redis.call('TIME') "
+            + "until t[1] * 1000000 + t[2] - from >= tonumber(ARGV[1]) return 1", 0,
+            Long.toString(millis * 1_000)));
+      } catch (RuntimeException e) {
+        // the replica went away: the stall is over
+      }
+    }, "model-replica-stall");
+    slow.setDaemon(true);
+    slow.start();
+    int unblocked = 0;
+    while (slow.isAlive()) {
+      for (String id : master.withAdmin(j -> j.clientList()).lines()
+          .filter(l -> l.contains(" cmd=wait "))
+          .map(l -> l.substring(3, l.indexOf(' '))).toList()) {
+        unblocked += master.withAdmin(j -> j.clientUnblock(Long.parseLong(id),
+            redis.clients.jedis.args.UnblockType.ERROR));
+      }
+      Thread.sleep(5);
+    }
+    record("REPLICA_STALL", replica, start, millis + "ms, " + unblocked
+        + " WAITs unblocked with an error");
   }
 
   /**

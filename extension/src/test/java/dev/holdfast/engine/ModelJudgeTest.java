@@ -584,6 +584,26 @@ class ModelJudgeTest {
     assertEquals(List.of("lost-calls"), checks());
   }
 
+  /**
+   * A RedLock re-entry once known lost must say "lost" — unless the run closed its client while
+   * its rounds were still retrying within its wait: then it ends saying the client is closed.
+   */
+  @Test
+  void redLock_reentryOnceKnownLost_mustSayLost_unlessItsClientClosedUnderIt() {
+    String rl = ModelLocks.RED;
+    episode(rl, "a", "A", 1, T, T + 10, T + 3_000_000, "LOST");
+    lost("q0", "A", 1, T + 1_000_000);
+    lost("q1", "A", 1, T + 1_000_100);
+    call(rl, "A", 1, "a", "tryLock(1000ms)", "LOCK_EXCEPTION", T + 2_000_000, 1, 1,
+        "lost:reported", "RedLock redlock[q0, q1, q2] cannot reach a majority (2 of 3): 3 servers "
+        + "failed, first: The lock client is closed (lock 'q0')");
+    assertEquals(List.of("lost-calls"), checks());
+
+    events.add(new ModelEvent(Kind.CLIENT, "p0", "A", "", 0, "", "", "closed", "",
+        T + 2_000_500, T + 2_000_600, 0, 0, 0, "", ""));
+    assertEquals(List.of(), checks());
+  }
+
   @Test
   void redLock_imse_needsAMembersLockLostBeforeIt_andMustSayLost() {
     String rl = ModelLocks.RED;
