@@ -164,7 +164,11 @@ import java.lang.annotation.Target;
  *   <li><b>Threads.</b> The method's synchronous part runs on the thread that completes the
  *       acquisition: a thread of Holdfast's client (rarely the caller's own, when the lock was
  *       granted before the call had returned), and the result completes on a Holdfast thread
- *       too. With Mutiny on the class path the method is called through Mutiny's callback
+ *       too. In a Jakarta EE server the method is called with the caller's context as the
+ *       server's Jakarta Concurrency {@code ContextService} carries it (its CDI bean, else
+ *       {@code java:comp/DefaultContextService}: in WildFly the naming context, security
+ *       identity and class loader), captured when the method is called. With Mutiny on the
+ *       class path the method is called through Mutiny's callback
  *       decorators, as Mutiny's own callbacks are: where context propagation is installed
  *       (Quarkus) it sees the caller's context as captured when the method was called (for a
  *       {@code Uni}, at each subscription) — the CDI request context, the transaction and
@@ -175,8 +179,8 @@ import java.lang.annotation.Target;
  *       short and non-blocking (a blocked Holdfast thread delays other locks' callbacks), and
  *       move work off it: in a {@code Uni}, {@code emitOn}/{@code runSubscriptionOn} an
  *       executor; for a stage, the {@code *Async} methods with an executor — in a CDI container
- *       preferably its MicroProfile Context Propagation {@code ManagedExecutor}, which carries
- *       the context along (in Quarkus, a {@code Uni} with {@code emitOn} or the injected
+ *       preferably its MicroProfile Context Propagation {@code ManagedExecutor} or its Jakarta
+ *       Concurrency {@code ManagedExecutorService}, which carry the context along (in Quarkus, a {@code Uni} with {@code emitOn} or the injected
  *       {@code ManagedExecutor}). To run blocking code under a lock on a virtual thread
  *       (Quarkus {@code @RunOnVirtualThread}), use a blocking method instead: its lock belongs
  *       to the virtual thread.</li>
