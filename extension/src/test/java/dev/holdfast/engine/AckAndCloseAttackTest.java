@@ -63,9 +63,12 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
 
   @AfterEach
   void stopThreadsAndProxies() {
+    boolean unused = proxies.stream().anyMatch(WaitProxy::unusedWaitError);
     proxies.forEach(WaitProxy::releaseAll);
     threads.forEach(ExecutorService::shutdownNow);
     proxies.forEach(WaitProxy::close);
+    assertFalse(unused, "a WAIT error armed by the probe was never given: the probe staged "
+        + "nothing");
   }
 
   private ExecutorService thread(String name) {
@@ -253,6 +256,59 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   }
 
   /**
+   * A re-entry (count 1 to 2) whose WAIT is answered {@code -UNBLOCKED} and whose rollback is
+   * answered {@code -BUSY}: Redis keeps count 2 while the thread believes 1 (or its hold is
+   * given up). Whatever the client decides, once the thread has unlocked what it believes it
+   * holds, the lock must not stay taken by nobody for the lease.
+   */
+  @Test
+  void reentry_waitUnblocked_rollbackBusy_outerUnlockLeavesNothing() throws Exception {
+    WaitProxy p = toMaster();
+    LockClient r = replicatedClient(p, "auto");
+    RedisProbe master = new RedisProbe(replicated.server());
+    ExecutorService owner = thread("owner");
+    long ownerId = threadIdOf(owner);
+    String field = r.getClientId() + ":" + ownerId;
+    DistributedLock lock = r.getLock("ack-reenter-busy");
+    get(owner.submit(() -> lock.lock()));
+    WaitProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
+    Future<Boolean> inner = owner.submit(() -> lock.tryLock());
+    wait.awaitHeld();
+    List<WaitProxy.Rule> busy = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      WaitProxy.Rule b = p.arm(scriptNaming(field));
+      b.answer(BUSY);
+      busy.add(b);
+    }
+    wait.answer(UNBLOCKED);
+    boolean acquired;
+    try {
+      acquired = get(inner);
+    } catch (java.util.concurrent.ExecutionException e) {
+      acquired = false;
+    }
+    busy.forEach(WaitProxy.Rule::disarm);
+    int reported = get(owner.submit(lock::getHoldCount)); // Redis's count: 2 here
+    Throwable unlockFailed = null;
+    for (int i = 0; i < (acquired ? 2 : 1); i++) { // the sections the application took
+      try {
+        get(owner.submit(lock::unlock));
+      } catch (java.util.concurrent.ExecutionException e) {
+        unlockFailed = e.getCause(); // reported lost: fine
+        break;
+      }
+    }
+    String left = master.hget("ack-reenter-busy", field);
+    String what = "re-entry " + (acquired ? "acquired" : "refused") + ", getHoldCount "
+        + reported + ", unlock " + (unlockFailed == null ? "ok" : unlockFailed) + ", count left "
+        + left;
+    assertFalse(believes(r, "ack-reenter-busy", ownerId), "believed after its unlocks: " + what);
+    Await.until(Duration.ofSeconds(10), () -> master.hget("ack-reenter-busy", field) == null,
+        "no field left for the lease: " + what);
+    assertTrue(directToMaster().getLock("ack-reenter-busy").tryLock(), "a rival takes it");
+  }
+
+  /**
    * sync-replicas 1, the script flushed (NOSCRIPT): the pipelined WAIT passes, the EVAL re-send
    * runs, and the WAIT sent after it is answered {@code -UNBLOCKED}: rolled back, no field left.
    */
@@ -281,6 +337,40 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   }
 
   /**
+   * sync-replicas 1, the script flushed: the pipelined WAIT (after the EVALSHA refused NOSCRIPT,
+   * so before anything ran) is answered {@code -UNBLOCKED}; the EVAL re-send runs the grant and
+   * its own WAIT passes. Acquired, or refused with no field left: never a grant left behind.
+   */
+  @Test
+  void acquire_noScript_pipelinedWaitUnblocked_noGrantLeftBehind() throws Exception {
+    WaitProxy p = toMaster();
+    LockClient r = replicatedClient(p, "1");
+    RedisProbe master = new RedisProbe(replicated.server());
+    ExecutorService owner = thread("owner");
+    long ownerId = threadIdOf(owner);
+    String field = r.getClientId() + ":" + ownerId;
+    replicated.server().withAdmin(j -> j.scriptFlush());
+    p.arm(args -> waitAfterScriptNaming(field).test(args)
+        && args.get(args.indexOf(WaitProxy.AFTER) + 1).equalsIgnoreCase("EVALSHA"))
+        .answer(UNBLOCKED);
+    DistributedLock lock = r.getLock("ack-noscript-pipe");
+    Future<Boolean> tried = owner.submit(() -> lock.tryLock());
+    boolean acquired;
+    Throwable thrown = null;
+    try {
+      acquired = get(tried);
+    } catch (java.util.concurrent.ExecutionException e) {
+      thrown = e.getCause();
+      acquired = false;
+    }
+    boolean believed = believes(r, "ack-noscript-pipe", ownerId);
+    String count = master.hget("ack-noscript-pipe", field);
+    assertEquals(acquired, believed, "acquired against believed (" + thrown + ")");
+    assertEquals(acquired, count != null, "acquired " + acquired + " (" + thrown
+        + "), Redis count " + count);
+  }
+
+  /**
    * A final unlock (sync-replicas auto) ran; its WAIT is answered {@code -UNBLOCKED}: the
    * release stands (warning), the hold is not believed, a rival takes the lock.
    */
@@ -302,6 +392,39 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   }
 
   /**
+   * A LockHold's release and an unlockAfter keep (sync-replicas auto) ran; their WAITs are
+   * answered {@code -UNBLOCKED}: neither is believed again, no loss is reported, and a rival
+   * takes each lock (the keep's once its 300 ms are over).
+   */
+  @Test
+  void lockHoldReleaseAndKeep_waitUnblocked_notBelievedAgain() throws Exception {
+    WaitProxy p = toMaster();
+    LockClient r = replicatedClient(p, "auto");
+    LossRecorder losses = LossRecorder.on(r);
+    LockClient other = directToMaster();
+    String me = r.getClientId();
+    Predicate<List<String>> mine = args -> args.get(0).equalsIgnoreCase("WAIT")
+        && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).stream()
+            .anyMatch(a -> a.startsWith(me));
+    dev.holdfast.LockHold hold = r.getLock("ack-hold").acquire(Duration.ofSeconds(5),
+        Duration.ofSeconds(60));
+    p.arm(mine).answer(UNBLOCKED);
+    hold.release();
+    assertFalse(hold.isHeld(), "a released LockHold held");
+    assertTrue(other.getLock("ack-hold").tryLock(), "a rival takes the released lock");
+    ExecutorService owner = thread("owner");
+    long ownerId = threadIdOf(owner);
+    DistributedLock kept = r.getLock("ack-keep");
+    get(owner.submit(() -> kept.lock()));
+    p.arm(mine).answer(UNBLOCKED);
+    get(owner.submit(() -> Clients.engine(r).unlockAfter(kept, Duration.ofMillis(300))));
+    assertFalse(believes(r, "ack-keep", ownerId), "a kept lock believed after its unlock");
+    Await.until(Duration.ofSeconds(10), () -> other.getLock("ack-keep").tryLock(),
+        "a rival takes the kept lock once its keep ran out");
+    assertEquals(0, losses.count(), "no loss reported: " + losses);
+  }
+
+  /**
    * forceUnlock() (sync-replicas auto) of a lock another client holds ran; its WAIT is answered
    * {@code -UNBLOCKED}: reported deleted (unconfirmed, warned), the key gone.
    */
@@ -311,10 +434,9 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     LockClient r = replicatedClient(p, "auto");
     LockClient x = directToMaster();
     assertTrue(x.getLock("ack-force").tryLock());
-    String me = r.getClientId();
-    p.arm(args -> args.get(0).equalsIgnoreCase("WAIT") && args.size() > 2
-        && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).stream()
-            .anyMatch(a -> a.startsWith(me))).answer(UNBLOCKED);
+    p.arm(args -> args.get(0).equalsIgnoreCase("WAIT")
+        && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).contains("ack-force"))
+        .answer(UNBLOCKED);
     assertTrue(r.getLock("ack-force").forceUnlock(), "the force-unlock ran");
     assertFalse(new RedisProbe(replicated.server()).exists("ack-force"), "key deleted");
   }
@@ -679,6 +801,12 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
       return r;
     }
 
+    /** Whether a rule armed to answer {@code -UNBLOCKED} never met its command. */
+    boolean unusedWaitError() {
+      return rules.stream().anyMatch(r -> !r.held.isDone()
+          && UNBLOCKED.equals(r.verdict.getNow(null)));
+    }
+
     void releaseAll() {
       rules.forEach(Rule::forward);
     }
@@ -691,8 +819,9 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
           sockets.add(client);
           sockets.add(server);
           Object writeLock = new Object();
-          start(() -> requests(client, server, writeLock));
-          start(() -> replies(server, client, writeLock));
+          AtomicBoolean replyOwed = new AtomicBoolean();
+          start(() -> requests(client, server, writeLock, replyOwed));
+          start(() -> replies(server, client, writeLock, replyOwed));
         } catch (IOException e) {
           return;
         }
@@ -705,7 +834,8 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
       t.start();
     }
 
-    private void requests(Socket client, Socket server, Object writeLock) {
+    private void requests(Socket client, Socket server, Object writeLock,
+        AtomicBoolean replyOwed) {
       try (InputStream in = new BufferedInputStream(client.getInputStream());
           OutputStream toServer = server.getOutputStream()) {
         OutputStream toClient = client.getOutputStream();
@@ -732,6 +862,10 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
             rule.held.complete(args);
             String reply = rule.verdict.get();
             if (reply != null) {
+              // Redis answers in order: the reply of a command forwarded before this one goes
+              // first (a pipelined script's, say), never after the error given in its place.
+              Await.until(Duration.ofSeconds(10), () -> !replyOwed.get(),
+                  "the earlier reply relayed");
               synchronized (writeLock) {
                 toClient.write(reply.getBytes(StandardCharsets.US_ASCII));
                 toClient.flush();
@@ -739,6 +873,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
               continue;
             }
           }
+          replyOwed.set(true);
           toServer.write(raw.toByteArray());
           toServer.flush();
         }
@@ -750,7 +885,8 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
       }
     }
 
-    private void replies(Socket server, Socket client, Object writeLock) {
+    private void replies(Socket server, Socket client, Object writeLock,
+        AtomicBoolean replyOwed) {
       byte[] buffer = new byte[16 * 1024];
       try (InputStream in = server.getInputStream()) {
         OutputStream out = client.getOutputStream();
@@ -760,6 +896,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
             out.write(buffer, 0, n);
             out.flush();
           }
+          replyOwed.set(false);
         }
       } catch (IOException e) {
         // a side closed
