@@ -39,6 +39,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import redis.clients.jedis.Jedis;
+import redis.clients.jedis.args.UnblockType;
 
 /**
  * Attack round 33 on 20ec0db (an error answering the WAIT sent after a script whose reply was
@@ -422,6 +423,68 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     Await.until(Duration.ofSeconds(10), () -> other.getLock("ack-keep").tryLock(),
         "a rival takes the kept lock once its keep ran out");
     assertEquals(0, losses.count(), "no loss reported: " + losses);
+  }
+
+  /**
+   * Real Redis, no proxy: the replica is stalled by a slow script, so the WAIT after a final
+   * release (sync-replicas auto, sync-timeout 20 s) blocks; {@code CLIENT UNBLOCK id ERROR} on
+   * the master ends it with {@code -UNBLOCKED}. The release ran: not believed again, no loss
+   * reported, a rival takes the lock.
+   */
+  @Test
+  void finalUnlock_realClientUnblockError_notBelievedAgain() throws Exception {
+    dev.holdfast.testing.RedisServer replica = replicated.replicas().get(0);
+    LockClient r = clients.create(Map.of(LockClientConfig.ADDRESS, replicated.server().uri(),
+        LockClientConfig.TIMEOUT, "5s", LockClientConfig.WATCHDOG_TIMEOUT, "30s",
+        LockClientConfig.SYNC_REPLICAS, "auto", LockClientConfig.SYNC_TIMEOUT, "20s"));
+    LossRecorder losses = LossRecorder.on(r);
+    ExecutorService owner = thread("owner");
+    ExecutorService slow = thread("slow-script");
+    long ownerId = threadIdOf(owner);
+    DistributedLock lock = r.getLock("ack-real");
+    get(owner.submit(() -> lock.lock()));
+    replica.withAdmin(j -> j.configSet("busy-reply-threshold", "50"));
+    Future<?> busy = slow.submit(() -> replica.withAdmin(j -> j.eval(
+        "local t = redis.call('TIME')[1] while redis.call('TIME')[1] - t < 6 do end return 1")));
+    try {
+      Await.until(Duration.ofSeconds(10), () -> {
+        try {
+          replica.withAdmin(j -> j.ping());
+          return false;
+        } catch (RuntimeException e) {
+          return String.valueOf(e.getMessage()).startsWith("BUSY");
+        }
+      }, "the replica busy with a slow script");
+      Future<?> release = owner.submit(lock::unlock);
+      long[] waiting = new long[1];
+      Await.until(Duration.ofSeconds(10), () -> {
+        for (String line : replicated.server().withAdmin(j -> j.clientList()).split("\n")) {
+          if (line.contains("cmd=wait")) {
+            waiting[0] = Long.parseLong(line.replaceAll("^id=(\\d+) .*$", "$1").trim());
+            return true;
+          }
+        }
+        return false;
+      }, "the release's WAIT blocked");
+      replicated.server().withAdmin(j -> j.clientUnblock(waiting[0],
+          UnblockType.ERROR));
+      get(release);
+      assertFalse(believes(r, "ack-real", ownerId), "hold believed after its release ran");
+      assertFalse(new RedisProbe(replicated.server()).exists("ack-real"), "the release ran");
+      LockClient rival = clients.create(Map.of(LockClientConfig.ADDRESS,
+          replicated.server().uri(), LockClientConfig.SYNC_REPLICAS, "none")); // replica busy
+      assertTrue(rival.getLock("ack-real").tryLock(), "a rival takes the lock");
+      assertEquals(0, losses.count(), "no loss reported: " + losses);
+    } finally {
+      Await.until(Duration.ofSeconds(15), () -> {
+        try {
+          replica.withAdmin(j -> j.scriptKill());
+        } catch (RuntimeException e) {
+          // not busy any more, or not yet killable
+        }
+        return busy.isDone();
+      }, "the slow script ended");
+    }
   }
 
   /**
