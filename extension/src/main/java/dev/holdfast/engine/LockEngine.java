@@ -324,10 +324,11 @@ public final class LockEngine implements AutoCloseable {
   }
 
   /**
-   * Sends each seal still owed once more, for about one command timeout in all: unlike every
-   * other debt, which at worst leaves this client's own field until its lease ends, an unsealed
-   * {@code forceUnlock()} can still arrive late and delete a lock another client took since. One
-   * that does not land is logged: that is for up to the seal time.
+   * Sends each seal still owed once more, starting none after one command timeout (the one in
+   * progress then takes at most its attempts: close() waits a few timeouts at worst). Unlike
+   * every other debt, which at worst leaves this client's own field until its lease ends, an
+   * unsealed {@code forceUnlock()} can still arrive late and delete a lock another client took
+   * since. One that does not land is logged: that is for up to the seal time.
    */
   private void sealBeforeClose() {
     long deadline = System.nanoTime() + config.timeout().toNanos();

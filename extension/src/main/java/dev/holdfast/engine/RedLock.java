@@ -25,7 +25,11 @@ import java.util.concurrent.locks.Condition;
  * competitors that split the vote do not collide again in step).
  *
  * <p>The hold is believed while a majority of members is held: the queries count members, and
- * {@link #unlock()} releases every member and succeeds when a majority was released. With the
+ * {@link #unlock()} releases every member and succeeds when a majority was released — except a
+ * member the thread holds that a re-entry won its majority without (its vote refused, say by a
+ * slot migration): that re-entry's section is not the member's, and one unlock() leaves it alone
+ * ({@link Hold#redLockSectionWithout}), so that no inner unlock() ends a member's hold that an
+ * outer section counts on. With the
  * watchdog, each member is renewed by its own client; a minority that is lost (its server
  * restarted empty) does not end the hold. Immutable and thread-safe.
  */
@@ -146,6 +150,7 @@ final class RedLock extends CompositeLock {
     try {
       while (true) {
         long roundStart = System.nanoTime();
+        boolean[] heldBefore = heldByThisThread();
         List<DistributedLock> held = new ArrayList<>(group.size());
         List<RuntimeException> errors = new ArrayList<>();
         try {
@@ -171,6 +176,7 @@ final class RedLock extends CompositeLock {
         }
         long validity = validityMillis(lease, System.nanoTime() - roundStart);
         if (held.size() >= quorum && validity > 0) {
+          openedWithout(heldBefore, held);
           return true;
         }
         Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
@@ -214,6 +220,40 @@ final class RedLock extends CompositeLock {
     }
   }
 
+  /**
+   * Which members this thread holds now: those a re-entry's section must count, or note that it
+   * does not ({@link #openedWithout}).
+   */
+  private boolean[] heldByThisThread() {
+    long threadId = Thread.currentThread().getId();
+    List<DistributedLock> members = group.members();
+    boolean[] held = new boolean[members.size()];
+    for (int i = 0; i < held.length; i++) {
+      Hold hold = ((RedisLock) members.get(i)).holdOf(threadId);
+      held[i] = hold != null && hold.active() && RedisLock.releaseStartsFrom(hold) > 0;
+    }
+    return held;
+  }
+
+  /**
+   * A round won with the votes {@code won}: each member the thread held before it
+   * ({@code heldBefore}) that did not vote yes gets a section without it, which the matching
+   * unlock() leaves alone — else that unlock() would end the member's hold while the outer
+   * sections count on it, and they would stand on fewer than a majority.
+   */
+  private void openedWithout(boolean[] heldBefore, List<DistributedLock> won) {
+    long threadId = Thread.currentThread().getId();
+    for (int i = 0; i < heldBefore.length; i++) {
+      RedisLock member = (RedisLock) group.members().get(i);
+      if (heldBefore[i] && won.stream().noneMatch(m -> m == member)) {
+        Hold hold = member.holdOf(threadId);
+        if (hold != null) {
+          hold.redLockSectionWithout();
+        }
+      }
+    }
+  }
+
   private LockException noMajority(List<RuntimeException> errors) {
     LockException e = new LockException("RedLock " + getName() + " cannot reach a majority ("
         + quorum + " of " + group.size() + "): " + errors.size() + " servers failed, first: "
@@ -225,7 +265,9 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * Releases every member (those this thread does not hold answer that, and are skipped). When
+   * Releases every member (those this thread does not hold answer that, and are skipped; one
+   * that a re-entry's section did not count is left alone once, {@link
+   * Hold#closeRedLockSectionWithout}, and counts as released). When
    * a majority is released, or a majority is not held, a member whose inner release failed keeps
    * a section the application will not unlock: it is owed, and the thread's next call on that
    * member (the RedLock's next unlock() or acquisition included) releases it first.
@@ -272,6 +314,10 @@ final class RedLock extends CompositeLock {
       RedisLock member = (RedisLock) group.members().get(i);
       Hold hold = before.holds().get(i); // one lookup feeds this call and the failure's record
       int from = before.counts()[i];
+      if (hold != null && hold.active() && hold.closeRedLockSectionWithout()) {
+        released++; // a section this member was not in: it is done with as far as it goes
+        continue;
+      }
       try {
         member.unlock();
         released++;

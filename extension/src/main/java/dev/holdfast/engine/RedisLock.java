@@ -746,8 +746,10 @@ final class RedisLock implements FencedLock {
       try {
         engine.resolve(names, field, requestId, requestExpected, "acquire",
             RedisTopology.ATTEMPTS);
-      } catch (RedisUnavailableException e) {
-        uncertain = true; // the grant may stand: re-sending the request settles it
+      } catch (RuntimeException e) {
+        // Unanswered, or refused with an error (a busy node): the grant may stand, and
+        // settling the request undoes it, now or in the background.
+        uncertain = true;
         throw e;
       }
       requestId = null;

@@ -789,8 +789,14 @@ abstract class RedisTopology implements AutoCloseable {
     return millis * 1_000_000L;
   }
 
-  /** Failures that say nothing about whether the command ran (cluster retries exhausted). */
+  /**
+   * Failures that say nothing about whether the command ran (cluster retries exhausted, a node
+   * demoted after the script ran).
+   */
   private static boolean unanswered(JedisException e) {
+    if (e instanceof DemotedAfterScript) {
+      return true;
+    }
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof JedisConnectionException) {
         return true;
@@ -948,18 +954,34 @@ abstract class RedisTopology implements AutoCloseable {
    * What {@code afterScript} returns, a command sent after a script whose reply was read; or
    * {@code whenRefused} if Redis answers it with an error (a node busy with another script, a
    * client unblocked). The script ran, so its call must end as ran but unconfirmed, never as
-   * refused: a final release taken as refused would be believed again. A replica's refusal of
-   * {@code WAIT} is the exception, thrown on: the answer it follows is not the primary's.
+   * refused: a final release taken as refused would be believed again. Nor when the node
+   * refuses it as a replica: see {@link DemotedAfterScript}.
    */
   private static <T> T acknowledgements(Supplier<T> afterScript, T whenRefused) {
     try {
       return afterScript.get();
     } catch (JedisDataException e) {
       if (demoted(e)) {
-        throw e;
+        throw new DemotedAfterScript(e);
       }
-      LOG.log(System.Logger.Level.DEBUG, () -> "Replica acknowledgement not confirmed: " + e.getMessage());
+      LOG.log(System.Logger.Level.DEBUG, () -> "Replica acknowledgement not confirmed: "
+          + e.getMessage());
       return whenRefused;
+    }
+  }
+
+  /**
+   * The node answered a script, then refused what followed because it is a replica now: it was
+   * demoted after the script ran (one that wrote ran on a master: a replica refuses writes), or
+   * answered it from a replica's data. Its effect may be kept or lost with the demotion: the
+   * call is in doubt, as one whose reply was lost — re-sent sealed, or settled — never refused.
+   */
+  static final class DemotedAfterScript extends JedisException {
+    private static final long serialVersionUID = 1L;
+
+    DemotedAfterScript(JedisDataException refusal) {
+      super("the node became a replica after the script ran: " + refusal.getMessage(),
+          refusal);
     }
   }
 

@@ -34,7 +34,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -167,9 +166,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    * rollback did not run. The grant must not be left in Redis for its whole lease with nobody
    * believing it: settled (re-sent, or owed to the background) so the lock comes free soon.
    */
-  @Disabled("DEFECT: a rollback refused BUSY throws LockException past rollBack's catch "
-      + "(RedisUnavailableException only): the unconfirmed grant stays in Redis for its lease, "
-      + "believed by nobody")
+  // A DEFECT of round 33, fixed.
   @Test
   void acquire_waitUnblocked_rollbackBusy_noFieldLeftForTheLease() throws Exception {
     acquireWaitErrorRollbackBusy("ack-busyback", "auto");
@@ -218,9 +215,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   }
 
   /** The same with sync-replicas 1 (WAIT pipelined with the script). */
-  @Disabled("DEFECT: a rollback refused BUSY throws LockException past rollBack's catch "
-      + "(RedisUnavailableException only): the unconfirmed grant stays in Redis for its lease, "
-      + "believed by nobody")
+  // A DEFECT of round 33, fixed.
   @Test
   void acquire_syncReplicasFixed_waitUnblocked_rollbackBusy_noFieldLeftForTheLease()
       throws Exception {
@@ -653,9 +648,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    * the script had run on a replica. The release did run: the owner must not believe its hold
    * again while a rival, on the new master, takes the lock.
    */
-  @Disabled("DEFECT: a final release that ran, whose WAIT meets the master demoted, is taken "
-      + "as refused (demoted() thrown on by acknowledgements): the hold is believed again while "
-      + "a rival holds the lock on the new master")
+  // A DEFECT of round 33, fixed.
   @Test
   void finalUnlock_masterDemotedBeforeItsWait_holdNotBelievedAgain() throws Exception {
     WaitProxy p = toMaster();
