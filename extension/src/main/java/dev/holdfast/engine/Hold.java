@@ -421,6 +421,11 @@ final class Hold {
     return giveBacksOwed;
   }
 
+  /** {@return the open RedLock sections without this member; see the field} */
+  int redLockSectionsWithout() {
+    return redLockSectionsWithout;
+  }
+
   /** A RedLock section was opened without this member ({@link #redLockSectionsWithout}). */
   void redLockSectionWithout() {
     redLockSectionsWithout++;

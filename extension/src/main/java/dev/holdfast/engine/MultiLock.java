@@ -115,10 +115,12 @@ final class MultiLock extends CompositeLock {
     }
 
     /**
-     * The thread's holds of a RedLock's members just before its unlock(), and the count each
-     * release starts from (a give-back owed on the hold is finished first).
+     * The thread's holds of a RedLock's members just before its unlock(), the count each
+     * release starts from (a give-back owed on the hold is finished first), and which members
+     * that unlock() leaves alone: the section it closes was opened without them
+     * ({@link Hold#closeRedLockSectionWithout}), so they owe it nothing, whatever else fails.
      */
-    record Before(List<Hold> holds, int[] counts) {
+    record Before(List<Hold> holds, int[] counts, boolean[] without) {
     }
 
     /** {@return the thread's holds of a RedLock's members now; null for another lock} */
@@ -128,13 +130,15 @@ final class MultiLock extends CompositeLock {
       }
       List<Hold> holds = new ArrayList<>();
       int[] counts = new int[red.members().size()];
+      boolean[] without = new boolean[counts.length];
       for (int i = 0; i < counts.length; i++) {
         RedisLock part = (RedisLock) red.members().get(i);
         Hold hold = part.holdOf(threadId);
         holds.add(hold);
         counts[i] = RedisLock.releaseStartsFrom(hold);
+        without[i] = hold != null && hold.active() && hold.redLockSectionsWithout() > 0;
       }
-      return new Before(holds, counts);
+      return new Before(holds, counts, without);
     }
 
     /**
@@ -154,6 +158,8 @@ final class MultiLock extends CompositeLock {
         Outcome outcome;
         if (was == null || before.counts()[i] == 0 || !was.active()) {
           outcome = Outcome.NOT_HELD;
+        } else if (before.without()[i]) {
+          outcome = Outcome.RELEASED; // the closed section was not this member's: nothing owed
         } else if (now == was && (now.endedInDoubt() || now.count() >= before.counts()[i])) {
           outcome = Outcome.FAILED; // its count did not drop: not run, pending or in doubt
         } else {

@@ -314,7 +314,8 @@ final class RedLock extends CompositeLock {
       RedisLock member = (RedisLock) group.members().get(i);
       Hold hold = before.holds().get(i); // one lookup feeds this call and the failure's record
       int from = before.counts()[i];
-      if (hold != null && hold.active() && hold.closeRedLockSectionWithout()) {
+      if (before.without()[i]) {
+        hold.closeRedLockSectionWithout();
         released++; // a section this member was not in: it is done with as far as it goes
         continue;
       }
@@ -482,7 +483,13 @@ final class RedLock extends CompositeLock {
   /** {@return the count a majority of members has at least: the quorum-th largest count} */
   @Override
   public int getHoldCount() {
-    return (int) quorumth(m -> (long) m.getHoldCount(), 0);
+    // A member counts the sections opened without it too: each is one the thread unlocks.
+    long threadId = Thread.currentThread().getId();
+    return (int) quorumth(m -> {
+      Hold hold = ((RedisLock) m).holdOf(threadId);
+      long without = hold == null || !hold.active() ? 0 : hold.redLockSectionsWithout();
+      return m.getHoldCount() + without;
+    }, 0);
   }
 
   /**
