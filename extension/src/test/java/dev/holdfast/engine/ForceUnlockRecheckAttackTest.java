@@ -135,6 +135,9 @@ class ForceUnlockRecheckAttackTest extends ProxiedClientFixture {
     go.countDown();
     Hold hold = ((RedisLock) lock).holdOf(holder[0]);
     Await.until(Duration.ofSeconds(20), hold::ending, "the release sent");
+    // Held back by the proxy before the delay ends: a release read after it would go at once.
+    Await.until(Duration.ofSeconds(20), () -> proxy.pendingRequestBytes() > 0,
+        "the release held back by the proxy");
     proxy.delay(Duration.ZERO);
     assertTrue(lock.forceUnlock(), "deleted before the release arrives");
     assertEquals(0, losses.count(), "the scan leaves the releasing hold to its release");
