@@ -79,13 +79,6 @@ final class Hold {
    * this lock finishes them first. Owner thread.
    */
   private int giveBacksOwed;
-  /**
-   * How many open sections of a {@link RedLock} this thread holds did not count this member: a
-   * re-entry that won its majority without this member's vote. That many of the RedLock's
-   * unlock() calls leave this member alone, so that its hold never ends while a section that
-   * counted it is open. Owner thread.
-   */
-  private int redLockSectionsWithout;
 
   private volatile int count;
   private volatile long token;
@@ -419,28 +412,6 @@ final class Hold {
 
   int giveBacksOwed() {
     return giveBacksOwed;
-  }
-
-  /** {@return the open RedLock sections without this member; see the field} */
-  int redLockSectionsWithout() {
-    return redLockSectionsWithout;
-  }
-
-  /** A RedLock section was opened without this member ({@link #redLockSectionsWithout}). */
-  void redLockSectionWithout() {
-    redLockSectionsWithout++;
-  }
-
-  /**
-   * For a RedLock's unlock(): whether it closes a section that did not count this member (one
-   * is taken off), rather than one of this member's.
-   */
-  boolean closeRedLockSectionWithout() {
-    if (redLockSectionsWithout == 0) {
-      return false;
-    }
-    redLockSectionsWithout--;
-    return true;
   }
 
   /** {@return whether a re-entry settled the pending release {@code requestId} as run} */

@@ -11,6 +11,7 @@ import java.lang.System.Logger.Level;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
@@ -72,7 +73,7 @@ public final class LockEngine implements AutoCloseable {
   private final UnlockSubscriptions subscriptions;
   private final ConcurrentMap<Hold.Id, Hold> holds = new ConcurrentHashMap<>();
   /** What failed multi-lock unlocks still owe ({@link MultiLock}); dropped on close. */
-  private final ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed =
+  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<MultiLock.Owed>> multiLockOwed =
       new ConcurrentHashMap<>();
   /**
    * When this client's latest {@code forceUnlock()} of each key was answered (nanoTime), kept
@@ -82,8 +83,11 @@ public final class LockEngine implements AutoCloseable {
   /** Seals owed by unanswered {@code forceUnlock()} calls, settled by the cleanup rounds. */
   private final Set<SealOwed> sealsOwed = ConcurrentHashMap.newKeySet();
   /** What failed RedLock unlocks left ({@link RedLock}); dropped on close. */
-  private final ConcurrentMap<MultiLock.OwedKey, RedLock.Unfinished> redLockUnfinished =
+  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<MultiLock.Due>> redLockUnfinished =
       new ConcurrentHashMap<>();
+  /** The RedLock sections open per RedLock and thread ({@link RedLock}); dropped on close. */
+  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>
+      redLockSections = new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockAtRisk>> atRiskListeners =
       new CopyOnWriteArrayList<>();
   private final CopyOnWriteArrayList<Consumer<? super LockRecovered>> recoveredListeners =
@@ -303,6 +307,7 @@ public final class LockEngine implements AutoCloseable {
     closed = true;
     multiLockOwed.clear();
     redLockUnfinished.clear();
+    redLockSections.clear();
     sealBeforeClose();
     observer.close();
     scheduler.shutdownNow();
@@ -430,7 +435,7 @@ public final class LockEngine implements AutoCloseable {
    * client, per multi-lock and thread ({@link MultiLock#unlock()}); cleared on close, when
    * nothing of this client is held any more.
    */
-  ConcurrentMap<MultiLock.OwedKey, MultiLock.Kept> multiLockOwed() {
+  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<MultiLock.Owed>> multiLockOwed() {
     return multiLockOwed;
   }
 
@@ -438,8 +443,16 @@ public final class LockEngine implements AutoCloseable {
    * The records of failed RedLock unlocks with a member of this client, per RedLock and thread
    * ({@link RedLock#unlock()}); cleared on close, when nothing of this client is held any more.
    */
-  ConcurrentMap<MultiLock.OwedKey, RedLock.Unfinished> redLockUnfinished() {
+  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<MultiLock.Due>> redLockUnfinished() {
     return redLockUnfinished;
+  }
+
+  /**
+   * The RedLock sections with a member of this client that each thread has open, per RedLock
+   * ({@link RedLock#unlock()}); cleared on close, when nothing of this client is held any more.
+   */
+  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>> redLockSections() {
+    return redLockSections;
   }
 
   long watchdogMillis() {

@@ -2,7 +2,6 @@ package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
-import java.lang.ref.WeakReference;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashSet;
@@ -60,18 +59,7 @@ final class MultiLock extends CompositeLock {
   /** Whether a member, or a member of a nested multi-lock, is of another implementation. */
   private final boolean foreignInside;
   /** Where records owing another implementation's lock are kept. */
-  private static final Map<OwedKey, Kept> UNOWNED = new ConcurrentHashMap<>();
-
-  /**
-   * A record as a store keeps it, with its thread: a record whose thread has ended can never be
-   * finished, and is dropped by the next one kept in that store.
-   */
-  record Kept(Owed owed, WeakReference<Thread> thread) {
-    boolean threadEnded() {
-      Thread t = thread.get();
-      return t == null || !t.isAlive();
-    }
-  }
+  private static final Map<OwedKey, ThreadRecord<Owed>> UNOWNED = new ConcurrentHashMap<>();
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
 
@@ -117,8 +105,8 @@ final class MultiLock extends CompositeLock {
     /**
      * The thread's holds of a RedLock's members just before its unlock(), the count each
      * release starts from (a give-back owed on the hold is finished first), and which members
-     * that unlock() leaves alone: the section it closes was opened without them
-     * ({@link Hold#closeRedLockSectionWithout}), so they owe it nothing, whatever else fails.
+     * that unlock() leaves alone: the section it closes did not win them
+     * ({@link RedLock#newestSection}), so they owe it nothing, whatever else fails.
      */
     record Before(List<Hold> holds, int[] counts, boolean[] without) {
     }
@@ -131,12 +119,13 @@ final class MultiLock extends CompositeLock {
       List<Hold> holds = new ArrayList<>();
       int[] counts = new int[red.members().size()];
       boolean[] without = new boolean[counts.length];
+      boolean[] section = red.newestSection(threadId);
       for (int i = 0; i < counts.length; i++) {
         RedisLock part = (RedisLock) red.members().get(i);
         Hold hold = part.holdOf(threadId);
         holds.add(hold);
         counts[i] = RedisLock.releaseStartsFrom(hold);
-        without[i] = hold != null && hold.active() && hold.redLockSectionsWithout() > 0;
+        without[i] = section != null && !section[i];
       }
       return new Before(holds, counts, without);
     }
@@ -655,25 +644,21 @@ final class MultiLock extends CompositeLock {
 
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
-  private List<Map<OwedKey, Kept>> engineStores() {
+  private List<Map<OwedKey, ThreadRecord<Owed>>> engineStores() {
     return owedEngines.stream().filter(e -> !e.closed())
-        .<Map<OwedKey, Kept>>map(LockEngine::multiLockOwed).toList();
+        .<Map<OwedKey, ThreadRecord<Owed>>>map(LockEngine::multiLockOwed).toList();
   }
 
   /**
-   * Keeps {@code owed} as the thread's record (the calling thread's: only it writes its record),
-   * dropping the records of ended threads from the stores it goes to: in {@link #UNOWNED} if it
-   * owes another implementation's lock, else in every open engine's store (none open: nothing
-   * is owed any more, as closing a client ends its holds).
+   * Keeps {@code owed} as the thread's record (the calling thread's: only it writes its record):
+   * in {@link #UNOWNED} if it owes another implementation's lock, else in every open engine's
+   * store (none open: nothing is owed any more, as closing a client ends its holds).
    */
   private void keepOwed(OwedKey key, Owed owed) {
-    Kept kept = new Kept(owed, new WeakReference<>(Thread.currentThread()));
-    List<Map<OwedKey, Kept>> stores = owed.due().stream().anyMatch(d -> foreign(d.member()))
-        ? List.of(UNOWNED) : engineStores();
-    for (Map<OwedKey, Kept> store : stores) {
-      store.values().removeIf(Kept::threadEnded);
-      store.put(key, kept);
-    }
+    List<Map<OwedKey, ThreadRecord<Owed>>> stores =
+        owed.due().stream().anyMatch(d -> foreign(d.member())) ? List.of(UNOWNED)
+            : engineStores();
+    ThreadRecord.keep(stores, key, ThreadRecord.ofCurrentThread(owed));
   }
 
   /**
@@ -681,15 +666,9 @@ final class MultiLock extends CompositeLock {
    * it, or null: a store whose client was closed has dropped it, the others still have it.
    */
   private Owed takeOwed(OwedKey key) {
-    Kept kept = UNOWNED.remove(key);
-    Owed found = kept == null ? null : kept.owed();
-    for (Map<OwedKey, Kept> store : engineStores()) {
-      Kept o = store.remove(key);
-      if (found == null && o != null) {
-        found = o.owed();
-      }
-    }
-    return found;
+    List<Map<OwedKey, ThreadRecord<Owed>>> stores = new ArrayList<>(engineStores());
+    stores.add(0, UNOWNED);
+    return ThreadRecord.take(stores, key);
   }
 
   /**

@@ -3,8 +3,9 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
 import java.lang.System.Logger.Level;
-import java.lang.ref.WeakReference;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
@@ -24,12 +25,13 @@ import java.util.concurrent.locks.Condition;
  * won and, if the wait allows, the next round follows after a short random delay (so that
  * competitors that split the vote do not collide again in step).
  *
- * <p>The hold is believed while a majority of members is held: the queries count members, and
- * {@link #unlock()} releases every member and succeeds when a majority was released — except a
- * member the thread holds that a re-entry won its majority without (its vote refused, say by a
- * slot migration): that re-entry's section is not the member's, and one unlock() leaves it alone
- * ({@link Hold#redLockSectionWithout}), so that no inner unlock() ends a member's hold that an
- * outer section counts on. With the
+ * <p>The hold is believed while a majority of members is held: the queries count members. Each
+ * acquisition opens a <em>section</em> made of the members whose votes it won, kept per RedLock
+ * (its members, whichever handle names them) and thread ({@link #openSection}); {@link #unlock()}
+ * closes the thread's newest section, releases its members only, and succeeds when a majority was
+ * released. A member whose vote was refused (its server down, a slot migrating) is left alone by
+ * that unlock(): the thread may hold it in an outer section or alone, and ending that hold would
+ * leave the outer section on a minority, or a rival in the thread's own section. With the
  * watchdog, each member is renewed by its own client; a minority that is lost (its server
  * restarted empty) does not end the hold. Immutable and thread-safe.
  */
@@ -38,20 +40,6 @@ final class RedLock extends CompositeLock {
   /** The random pause between two rounds, in ms: [min, min+spread). */
   private static final long RETRY_MIN_MILLIS = 20;
   private static final long RETRY_SPREAD_MILLIS = 80;
-
-  /**
-   * A failed {@link #unlock()}'s record ({@link MultiLock.Due}: what each member still owes), per
-   * RedLock (its members, whichever handle names them) and thread: the thread's next unlock()
-   * finishes only that. Kept in the store of each member's client ({@link #stores()}) until
-   * then, until the thread acquires the RedLock again, or until its client is closed; a record
-   * whose thread has ended is dropped when the next one is kept.
-   */
-  record Unfinished(MultiLock.Due due, WeakReference<Thread> thread) {
-    boolean threadEnded() {
-      Thread t = thread.get();
-      return t == null || !t.isAlive();
-    }
-  }
 
   private final LockGroup group;
   private final int quorum;
@@ -124,25 +112,25 @@ final class RedLock extends CompositeLock {
     // own hold no more than the record says. If it does not hold, the record stays for the
     // retry the contract asks for.
     long threadId = Thread.currentThread().getId();
-    MultiLock.OwedKey key = unfinishedKey(threadId);
-    Unfinished unfinished = takeUnfinished(key);
+    MultiLock.OwedKey key = threadKey(threadId);
+    MultiLock.Due unfinished = ThreadRecord.take(unfinishedStores(), key);
     boolean acquired = false;
     try {
-      acquired = acquireRounds(waitNanos, leaseMillis, interruptible);
+      acquired = acquireRounds(key, waitNanos, leaseMillis, interruptible);
       return acquired;
     } finally {
       if (unfinished != null) {
         if (acquired) {
-          unfinished.due().giveBack(threadId); // what stays owed, on its member's hold
+          unfinished.giveBack(threadId); // what stays owed, on its member's hold
         } else {
-          keep(key, unfinished.due());
+          ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(unfinished));
         }
       }
     }
   }
 
-  private boolean acquireRounds(long waitNanos, long leaseMillis, boolean interruptible)
-      throws InterruptedException {
+  private boolean acquireRounds(MultiLock.OwedKey key, long waitNanos, long leaseMillis,
+      boolean interruptible) throws InterruptedException {
     long lease = leaseMillis == NONE ? watchdogMillis : leaseMillis;
     long start = System.nanoTime();
     long unreachableSince = 0;
@@ -150,7 +138,6 @@ final class RedLock extends CompositeLock {
     try {
       while (true) {
         long roundStart = System.nanoTime();
-        boolean[] heldBefore = heldByThisThread();
         List<DistributedLock> held = new ArrayList<>(group.size());
         List<RuntimeException> errors = new ArrayList<>();
         try {
@@ -176,7 +163,7 @@ final class RedLock extends CompositeLock {
         }
         long validity = validityMillis(lease, System.nanoTime() - roundStart);
         if (held.size() >= quorum && validity > 0) {
-          openedWithout(heldBefore, held);
+          openSection(key, held);
           return true;
         }
         Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
@@ -221,35 +208,44 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * Which members this thread holds now: those a re-entry's section must count, or note that it
-   * does not ({@link #openedWithout}).
+   * A round won with the votes {@code won}: the thread's new section, which the matching unlock()
+   * closes. It is kept in the store of each member's open client, so that closing one client
+   * leaves it with the others.
    */
-  private boolean[] heldByThisThread() {
-    long threadId = Thread.currentThread().getId();
+  private void openSection(MultiLock.OwedKey key, List<DistributedLock> won) {
     List<DistributedLock> members = group.members();
-    boolean[] held = new boolean[members.size()];
-    for (int i = 0; i < held.length; i++) {
-      Hold hold = ((RedisLock) members.get(i)).holdOf(threadId);
-      held[i] = hold != null && hold.active() && RedisLock.releaseStartsFrom(hold) > 0;
+    boolean[] section = new boolean[members.size()];
+    for (int i = 0; i < section.length; i++) {
+      DistributedLock member = members.get(i);
+      section[i] = won.stream().anyMatch(m -> m == member);
     }
-    return held;
+    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>> stores = sectionStores();
+    Deque<boolean[]> open = ThreadRecord.find(stores, key);
+    if (open == null) {
+      open = new ArrayDeque<>();
+      ThreadRecord.keep(stores, key, ThreadRecord.ofCurrentThread(open));
+    }
+    open.push(section);
   }
 
   /**
-   * A round won with the votes {@code won}: each member the thread held before it
-   * ({@code heldBefore}) that did not vote yes gets a section without it, which the matching
-   * unlock() leaves alone — else that unlock() would end the member's hold while the outer
-   * sections count on it, and they would stand on fewer than a majority.
+   * {@return which members the thread's newest open section of this RedLock won (the ones its
+   * next unlock() releases), or null if no section is recorded: that unlock() tries every member,
+   * and those not held answer so}
    */
-  private void openedWithout(boolean[] heldBefore, List<DistributedLock> won) {
-    long threadId = Thread.currentThread().getId();
-    for (int i = 0; i < heldBefore.length; i++) {
-      RedisLock member = (RedisLock) group.members().get(i);
-      if (heldBefore[i] && won.stream().noneMatch(m -> m == member)) {
-        Hold hold = member.holdOf(threadId);
-        if (hold != null) {
-          hold.redLockSectionWithout();
-        }
+  boolean[] newestSection(long threadId) {
+    Deque<boolean[]> open = ThreadRecord.find(sectionStores(), threadKey(threadId));
+    return open == null ? null : open.peek();
+  }
+
+  /** Closes the thread's newest open section (see {@link #newestSection}); the last drops the record. */
+  private void closeSection(MultiLock.OwedKey key) {
+    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>> stores = sectionStores();
+    Deque<boolean[]> open = ThreadRecord.find(stores, key);
+    if (open != null) {
+      open.poll();
+      if (open.isEmpty()) {
+        ThreadRecord.take(stores, key);
       }
     }
   }
@@ -265,9 +261,10 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * Releases every member (those this thread does not hold answer that, and are skipped; one
-   * that a re-entry's section did not count is left alone once, {@link
-   * Hold#closeRedLockSectionWithout}, and counts as released). When
+   * Closes the thread's newest section: releases the members its acquisition won (without a
+   * recorded section, every member: those this thread does not hold answer that, and are
+   * skipped). A member whose vote that acquisition did not win is left alone; it counts as
+   * released if the thread holds it (in an outer section, or alone), else as not held. When
    * a majority is released, or a majority is not held, a member whose inner release failed keeps
    * a section the application will not unlock: it is owed, and the thread's next call on that
    * member (the RedLock's next unlock() or acquisition included) releases it first.
@@ -288,22 +285,23 @@ final class RedLock extends CompositeLock {
   @Override
   public void unlock() {
     long threadId = Thread.currentThread().getId();
-    MultiLock.OwedKey key = unfinishedKey(threadId);
-    Unfinished unfinished = takeUnfinished(key);
+    MultiLock.OwedKey key = threadKey(threadId);
+    MultiLock.Due unfinished = ThreadRecord.take(unfinishedStores(), key);
     if (unfinished != null) {
       // The retry of a failed unlock(): only the members whose release failed and is still owed
       // get it again (one released then is not released twice, one taken alone since is the
-      // thread's own).
-      MultiLock.Retry retry = unfinished.due().retry(threadId);
+      // thread's own). That unlock() closed its section already.
+      MultiLock.Retry retry = unfinished.retry(threadId);
       if (retry == null) {
         return;
       }
       if (retry.left() != null) {
-        keep(key, retry.left());
+        ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(retry.left()));
       }
       throw retry.failure();
     }
     MultiLock.Due.Before before = MultiLock.Due.before(this, threadId);
+    closeSection(key); // whatever follows: a failure's record owes only this section's members
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
     List<Undone> undone = new ArrayList<>();
@@ -315,8 +313,13 @@ final class RedLock extends CompositeLock {
       Hold hold = before.holds().get(i); // one lookup feeds this call and the failure's record
       int from = before.counts()[i];
       if (before.without()[i]) {
-        hold.closeRedLockSectionWithout();
-        released++; // a section this member was not in: it is done with as far as it goes
+        // Not in this section: the thread's hold of it, if any, is another section's or its own.
+        if (hold != null && hold.active() && from > 0) {
+          released++;
+        } else {
+          failures.add(new IllegalMonitorStateException("lock '" + member.getName() + "' is not "
+              + "in this section of RedLock " + getName() + ": its vote was not won"));
+        }
         continue;
       }
       try {
@@ -385,7 +388,7 @@ final class RedLock extends CompositeLock {
     if (!onlyNotHeld) {
       MultiLock.Due left = MultiLock.Due.left(this, threadId, before);
       if (left != null) {
-        keep(key, left);
+        ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(left));
       }
     }
     for (RuntimeException e : failures) {
@@ -401,38 +404,32 @@ final class RedLock extends CompositeLock {
    * called it keeps its own record of that ({@link MultiLock.Due}), and finishes it.
    */
   void forgetUnfinished(long threadId) {
-    takeUnfinished(unfinishedKey(threadId));
+    ThreadRecord.take(unfinishedStores(), threadKey(threadId));
   }
 
-  private MultiLock.OwedKey unfinishedKey(long threadId) {
+  /** {@return this RedLock and the thread, as its records are keyed} */
+  private MultiLock.OwedKey threadKey(long threadId) {
     return new MultiLock.OwedKey(List.of(LockGroup.identity(this)), threadId);
   }
 
-  /** {@return the open member clients' stores the thread's record may be in} */
-  private List<Map<MultiLock.OwedKey, Unfinished>> stores() {
+  /** {@return the open member clients' engines: where the thread's records are kept} */
+  private java.util.stream.Stream<LockEngine> openEngines() {
     return group.members().stream().map(m -> ((RedisLock) m).engine()).distinct()
-        .filter(e -> !e.closed())
-        .<Map<MultiLock.OwedKey, Unfinished>>map(LockEngine::redLockUnfinished).toList();
+        .filter(e -> !e.closed());
   }
 
-  /** Removes the thread's record from every store and returns it, or null. */
-  private Unfinished takeUnfinished(MultiLock.OwedKey key) {
-    Unfinished found = null;
-    for (Map<MultiLock.OwedKey, Unfinished> store : stores()) {
-      Unfinished u = store.remove(key);
-      if (found == null) {
-        found = u;
-      }
-    }
-    return found;
+  /** {@return the stores of failed unlocks' records ({@link MultiLock.Due}: what is owed)} */
+  private List<Map<MultiLock.OwedKey, ThreadRecord<MultiLock.Due>>> unfinishedStores() {
+    return openEngines()
+        .<Map<MultiLock.OwedKey, ThreadRecord<MultiLock.Due>>>map(LockEngine::redLockUnfinished)
+        .toList();
   }
 
-  private void keep(MultiLock.OwedKey key, MultiLock.Due due) {
-    Unfinished record = new Unfinished(due, new WeakReference<>(Thread.currentThread()));
-    for (Map<MultiLock.OwedKey, Unfinished> store : stores()) {
-      store.values().removeIf(Unfinished::threadEnded);
-      store.put(key, record);
-    }
+  /** {@return the stores of open sections' records (newest first)} */
+  private List<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>> sectionStores() {
+    return openEngines()
+        .<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>>map(LockEngine::redLockSections)
+        .toList();
   }
 
   /** A member whose inner release failed, and the count that release started from. */
@@ -483,11 +480,15 @@ final class RedLock extends CompositeLock {
   /** {@return the count a majority of members has at least: the quorum-th largest count} */
   @Override
   public int getHoldCount() {
-    // A member counts the sections opened without it too: each is one the thread unlocks.
+    // A member held counts the sections opened without it too: each is one the thread unlocks.
     long threadId = Thread.currentThread().getId();
+    Deque<boolean[]> open = ThreadRecord.find(sectionStores(), threadKey(threadId));
+    List<DistributedLock> members = group.members();
     return (int) quorumth(m -> {
       Hold hold = ((RedisLock) m).holdOf(threadId);
-      long without = hold == null || !hold.active() ? 0 : hold.redLockSectionsWithout();
+      int index = members.indexOf(m);
+      long without = hold == null || !hold.active() || open == null ? 0
+          : open.stream().filter(section -> !section[index]).count();
       return m.getHoldCount() + without;
     }, 0);
   }

@@ -250,7 +250,7 @@ final class ModelActor implements Runnable {
           acquire(hold.lock, hold, pickMethod(true, false));
         } else if (composite && random.nextBoolean()
             && !holds.containsKey(ModelLocks.retakenMember(hold.lock))) {
-          retakeMemberThenRetry(hold);
+          retakeMemberThenUnlock(hold);
         } else {
           unlock(hold);
         }
@@ -328,7 +328,12 @@ final class ModelActor implements Runnable {
     if (r < 550) {
       workOrFinish(any); // mostly work, without Redis calls, as a critical section would
     } else if (r < 750) {
-      unlock(any);
+      if (ModelLocks.composite(any.lock) && !any.lost && r < 600
+          && !holds.containsKey(ModelLocks.retakenMember(any.lock))) {
+        retakeMemberThenUnlock(any); // a RedLock section may not have won that member
+      } else {
+        unlock(any);
+      }
     } else if (r < 850) {
       if (any.count() < MAX_COUNT && any.owned == null) {
         acquire(any.lock, any, pickMethod(any != top, false));
@@ -551,13 +556,14 @@ final class ModelActor implements Runnable {
   }
 
   /**
-   * Between a failed unlock of a composite lock (the multi-lock, the RedLock) and its retry,
-   * takes one of its members alone (a new hold of the thread's own, or a section of the one the
-   * composite still has there, which the retry must leave alone: the acquisition settles a
-   * member release left in doubt first), retries the composite's unlock, checks in the client's
-   * registry (no I/O) that the member's hold still has that section, then releases it.
+   * Before an unlock of a composite lock (the multi-lock, the RedLock), its first try or the
+   * retry of a failed one, takes one of its members alone (a new hold of the thread's own, or a
+   * section of the one the composite has there, which the unlock must leave alone: the
+   * acquisition settles a member release left in doubt first; a RedLock section whose vote on
+   * that member was refused does not release it at all), unlocks the composite, checks in the
+   * client's registry (no I/O) that the member's hold still has that section, then releases it.
    */
-  private void retakeMemberThenRetry(Hold composite) {
+  private void retakeMemberThenUnlock(Hold composite) {
     String retaken = ModelLocks.retakenMember(composite.lock);
     acquire(retaken, null, random.nextBoolean() ? Method.TRY : Method.TRY_WAIT);
     unlock(composite);
@@ -568,7 +574,7 @@ final class ModelActor implements Runnable {
     DistributedLock handle = ModelLocks.handle(member.generation.client, member.lock);
     dev.holdfast.engine.Hold inClient = ((RedisLock) handle).holdOf(threadId);
     if (!member.generation.closed() && (inClient == null || inClient.count() == 0)) {
-      history.violation("member-retaken", label, "the retry of a failed unlock of '"
+      history.violation("member-retaken", label, "the unlock of '"
           + composite.lock + "' [" + composite.episode + "] released the thread's own hold of"
           + " its member '" + member.lock + "' [" + member.episode + "], taken alone before the"
           + " retry");

@@ -25,12 +25,13 @@ import java.util.Set;
  *       read (the contract's downgrade) and never read then write (an upgrade, refused);</li>
  *   <li>{@value #MULTI}: a multi-lock ({@link LockClient#getMultiLock}) over the exclusive locks
  *       {@code n0} and {@code n1}, which nothing else takes — but for {@value #RETAKEN_MEMBER},
- *       taken alone between a failed unlock of the multi-lock and its retry;</li>
+ *       taken alone now and then before an unlock of the multi-lock (its first try, or the
+ *       retry of a failed one);</li>
  *   <li>{@value #RED}: a RedLock ({@link LockClient#getRedLock}) over the exclusive locks
  *       {@code q0}, {@code q1} and {@code q2} of the actor's own client, which nothing else
- *       takes — but for {@value #RED_RETAKEN_MEMBER}, taken alone between a failed unlock of
- *       the RedLock and its retry (the first member asked: the one a fault starting during an
- *       unlock leaves released). The contract wants one server per member; here all three live on the run's one
+ *       takes — but for {@value #RED_RETAKEN_MEMBER}, taken alone as {@value #RETAKEN_MEMBER}
+ *       is (the first member asked: the one a fault starting during an unlock leaves released,
+ *       and whose vote a fault refuses first). The contract wants one server per member; here all three live on the run's one
  *       Redis (or cluster), which exercises every client-side path of a RedLock (rounds of
  *       votes, split votes between competitors, the quorum of 2, a minority lost, failed member
  *       releases owed as give-backs) — but not independent server failures: a fault hits every
@@ -49,8 +50,8 @@ final class ModelLocks {
   static final String MULTI = "mm";
   private static final List<String> MULTI_MEMBERS = List.of("n0", "n1");
   /**
-   * The member an actor takes alone, now and then, between a failed unlock of the multi-lock
-   * and its retry ({@code ModelActor#retakeMemberThenRetry}): the only use of a member alone.
+   * The member an actor takes alone, now and then, before an unlock of the multi-lock
+   * ({@code ModelActor#retakeMemberThenUnlock}): the only use of a member alone.
    */
   static final String RETAKEN_MEMBER = "n1";
   static final String RED = "rl";

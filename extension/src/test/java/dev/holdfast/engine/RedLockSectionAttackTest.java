@@ -20,14 +20,14 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Attacks on the RedLock "section without a member" of round 34 ({@link
- * Hold#redLockSectionWithout}): a re-entry that won its majority without a member the thread
- * holds records that the matching unlock() leaves that member alone. Members {@code q0, q1, q2}
+ * Attacks on the RedLock "section without a member" of round 34: a re-entry that won its majority
+ * without a member the thread holds must leave that member alone at the matching unlock(). Since
+ * stop 31 each acquisition records the members it won ({@link RedLock#newestSection}), and
+ * unlock() releases those only. Members {@code q0, q1, q2}
  * live on client {@link #b}, which talks through a {@link EndingSkipAttackTest.CommandProxy} so
  * that a chosen member's script can be refused ({@code -OOM}: not run); {@link #rival} holds a
  * RedLock of the same members whenever it can.
@@ -252,8 +252,7 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
    * end that new, own section of q0.
    */
   @Test
-  @Disabled("DEFECT: the section-without record lives on q0's hold and ends with it; the "
-      + "RedLock's unlock then releases the thread's newer hold of q0 taken alone")
+  // A DEFECT of round 35 (the record lived on q0's hold and ended with it), fixed in stop 31.
   void sectionWithoutOnAnEndedHold_doesNotReleaseTheThreadsNewOwnHold() {
     DistributedLock q0 = b.getLock("q0");
     q0.lock();
@@ -273,6 +272,60 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
     assertEquals("1", count("q0", b));
     q0.unlock();
     awaitFree("q0", "q1", "q2");
+  }
+
+  /**
+   * The thread does not hold q0; it takes the RedLock, q0's vote refused (q1 + q2 win), then takes
+   * q0 alone. The RedLock's unlock (through another handle of the same members) must release
+   * q1 + q2 only: q0's hold is the thread's own, and a rival must not get it.
+   */
+  @Test
+  void memberNotWon_takenAloneAfterwards_isNotReleasedByTheRedLocksUnlock() {
+    commands.arm(scriptOn("q0")).answer(OOM);
+    assertTrue(red.tryLock(), "q1 + q2, q0's vote refused");
+    assertNull(count("q0", b));
+    DistributedLock q0 = b.getLock("q0");
+    q0.lock();
+    assertEquals(1, red.getHoldCount(), "one section of the RedLock");
+    DistributedLock sameMembers =
+        b.getRedLock(b.getLock("q0"), b.getLock("q1"), b.getLock("q2"));
+    assertNull(MultiLockOwedFixture.unlockOutcome(sameMembers), "the RedLock's unlock: q1 + q2");
+    assertEquals("1", count("q0", b), "q0 is the thread's own hold");
+    assertNull(count("q1", b));
+    assertNull(count("q2", b));
+    DistributedLock rivalQ0 = rival.getLock("q0");
+    boolean took = rivalQ0.tryLock();
+    if (took) {
+      rivalQ0.unlock();
+    }
+    assertFalse(took, "a rival took q0 while the thread holds it alone");
+    assertTrue(q0.isHeldByCurrentThread());
+    q0.unlock();
+    assertEquals(0, losses.count(), "no loss");
+    assertEquals(0, red.getHoldCount());
+    awaitFree("q0", "q1", "q2");
+  }
+
+  /**
+   * The thread takes the RedLock without q0 and then a multi-lock {RedLock, x} that re-enters it
+   * with every vote; the thread's unlocks close the multi-lock's section first (all three
+   * members and x), then the RedLock's (q1 + q2): no count is left and no release is refused.
+   */
+  @Test
+  void multiLockSectionOverASectionWithoutAMember_closesInOrder() {
+    commands.arm(scriptOn("q0")).answer(OOM);
+    assertTrue(red.tryLock(), "q1 + q2, q0's vote refused");
+    DistributedLock multi = b.getMultiLock(red, b.getLock("x"));
+    assertTrue(multi.tryLock(), "the RedLock again, every vote won, and x");
+    assertEquals("1", count("q0", b));
+    assertEquals("2", count("q1", b));
+    assertNull(MultiLockOwedFixture.unlockOutcome(multi), "the multi-lock's unlock");
+    assertNull(count("q0", b), "q0 was only in the multi-lock's section");
+    assertEquals("1", count("q1", b));
+    assertRivalCannotTake("with the first section open");
+    assertNull(MultiLockOwedFixture.unlockOutcome(red), "the first section's unlock");
+    assertEquals(0, losses.count(), "no loss");
+    awaitFree("q0", "q1", "q2", "x");
   }
 
   /**

@@ -13,7 +13,7 @@ import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
 /**
- * Attack round 20 on a RedLock's failed-unlock record ({@link RedLock.Unfinished}): after an
+ * Attack round 20 on a RedLock's failed-unlock record (kept in {@link LockEngine#redLockUnfinished}): after an
  * unlock() that threw {@link LockException}, the thread takes the lock another way (a second
  * RedLock sharing members, a multi-lock of the members, another handle of the same RedLock),
  * then calls the first RedLock's unlock() again. Layout as {@link RedLockRetryTest}: {@code -0}
