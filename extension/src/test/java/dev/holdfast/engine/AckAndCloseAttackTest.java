@@ -11,27 +11,17 @@ import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import dev.holdfast.testing.Await;
 import dev.holdfast.testing.RedisExtension;
-import java.io.BufferedInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -43,7 +33,7 @@ import redis.clients.jedis.args.UnblockType;
 /**
  * Attack round 33 on 20ec0db (an error answering the WAIT sent after a script whose reply was
  * read is "ran, unconfirmed") and 77f7ebb (close() sends the force-unlock seals still owed).
- * The WAIT's error is given by a per-command proxy ({@link WaitProxy}) in front of a master with
+ * The WAIT's error is given by a per-command proxy ({@link CommandProxy}) in front of a master with
  * one replica: the script reached Redis and ran, the WAIT did not, and the client reads an
  * {@code -UNBLOCKED} (as {@code CLIENT UNBLOCK id ERROR} gives) or {@code -BUSY} in its place.
  */
@@ -59,14 +49,14 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   static final RedisExtension replicated = RedisExtension.replicated(1);
 
   private final List<ExecutorService> threads = new ArrayList<>();
-  private final List<WaitProxy> proxies = new ArrayList<>();
+  private final List<CommandProxy> proxies = new ArrayList<>();
 
   @AfterEach
   void stopThreadsAndProxies() {
-    boolean unused = proxies.stream().anyMatch(WaitProxy::unusedWaitError);
-    proxies.forEach(WaitProxy::releaseAll);
+    boolean unused = proxies.stream().anyMatch(p -> p.unusedAnswer(UNBLOCKED));
+    proxies.forEach(CommandProxy::releaseAll);
     threads.forEach(ExecutorService::shutdownNow);
-    proxies.forEach(WaitProxy::close);
+    proxies.forEach(CommandProxy::close);
     assertFalse(unused, "a WAIT error armed by the probe was never given: the probe staged "
         + "nothing");
   }
@@ -85,14 +75,14 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     return f.get(40, TimeUnit.SECONDS);
   }
 
-  private WaitProxy toMaster() throws IOException {
-    WaitProxy p = new WaitProxy(replicated.server().port());
+  private CommandProxy toMaster() throws IOException {
+    CommandProxy p = new CommandProxy(replicated.server().port());
     proxies.add(p);
     return p;
   }
 
   /** A client through {@code p} to the replicated master, its scripts loaded. */
-  private LockClient replicatedClient(WaitProxy p, String syncReplicas) {
+  private LockClient replicatedClient(CommandProxy p, String syncReplicas) {
     LockClient r = clients.create(Map.of(LockClientConfig.ADDRESS, p.uri(),
         LockClientConfig.TIMEOUT, "5s", LockClientConfig.WATCHDOG_TIMEOUT, "30s",
         LockClientConfig.SYNC_REPLICAS, syncReplicas));
@@ -106,15 +96,15 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
 
   private static Predicate<List<String>> waitAfterScriptNaming(String field) {
     return args -> args.get(0).equalsIgnoreCase("WAIT")
-        && args.indexOf(WaitProxy.AFTER) + 1 < args.size()
-        && args.get(args.indexOf(WaitProxy.AFTER) + 1).toUpperCase(Locale.ROOT)
+        && args.indexOf(CommandProxy.AFTER) + 1 < args.size()
+        && args.get(args.indexOf(CommandProxy.AFTER) + 1).toUpperCase(Locale.ROOT)
             .startsWith("EVAL")
-        && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).contains(field);
+        && args.subList(args.indexOf(CommandProxy.AFTER), args.size()).contains(field);
   }
 
   private static Predicate<List<String>> scriptNaming(String field) {
     return args -> args.get(0).toUpperCase(Locale.ROOT).startsWith("EVAL")
-        && args.subList(0, args.indexOf(WaitProxy.AFTER)).contains(field);
+        && args.subList(0, args.indexOf(CommandProxy.AFTER)).contains(field);
   }
 
   private static boolean believes(LockClient client, String key, long threadId) {
@@ -141,7 +131,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void acquire_waitUnblocked_rolledBack_noFieldLeft() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
@@ -173,20 +163,20 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   }
 
   private void acquireWaitErrorRollbackBusy(String name, String syncReplicas) throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, syncReplicas);
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
     long ownerId = threadIdOf(owner);
     String field = r.getClientId() + ":" + ownerId;
-    WaitProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
+    CommandProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
     DistributedLock lock = r.getLock(name);
     Future<Boolean> tried = owner.submit(() -> lock.tryLock());
     wait.awaitHeld();
     // Every later script naming the field (the rollback, any re-send of it) is refused BUSY.
-    List<WaitProxy.Rule> busy = new ArrayList<>();
+    List<CommandProxy.Rule> busy = new ArrayList<>();
     for (int i = 0; i < 2; i++) {
-      WaitProxy.Rule b = p.arm(scriptNaming(field));
+      CommandProxy.Rule b = p.arm(scriptNaming(field));
       b.answer(BUSY);
       busy.add(b);
     }
@@ -199,7 +189,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
       thrown = e.getCause();
     }
     boolean believed = believes(r, name, ownerId);
-    for (WaitProxy.Rule b : busy) {
+    for (CommandProxy.Rule b : busy) {
       b.disarm(); // Redis answers again
     }
     assertFalse(acquired && !believed, "acquired but not believed");
@@ -228,7 +218,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void reentry_waitUnblocked_rolledBackToOne_outerUnlockFrees() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
@@ -259,7 +249,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void reentry_waitUnblocked_rollbackBusy_outerUnlockLeavesNothing() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
@@ -267,12 +257,12 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     String field = r.getClientId() + ":" + ownerId;
     DistributedLock lock = r.getLock("ack-reenter-busy");
     get(owner.submit(() -> lock.lock()));
-    WaitProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
+    CommandProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
     Future<Boolean> inner = owner.submit(() -> lock.tryLock());
     wait.awaitHeld();
-    List<WaitProxy.Rule> busy = new ArrayList<>();
+    List<CommandProxy.Rule> busy = new ArrayList<>();
     for (int i = 0; i < 2; i++) {
-      WaitProxy.Rule b = p.arm(scriptNaming(field));
+      CommandProxy.Rule b = p.arm(scriptNaming(field));
       b.answer(BUSY);
       busy.add(b);
     }
@@ -283,7 +273,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     } catch (java.util.concurrent.ExecutionException e) {
       acquired = false;
     }
-    busy.forEach(WaitProxy.Rule::disarm);
+    busy.forEach(CommandProxy.Rule::disarm);
     int reported = get(owner.submit(lock::getHoldCount)); // Redis's count: 2 here
     Throwable unlockFailed = null;
     for (int i = 0; i < (acquired ? 2 : 1); i++) { // the sections the application took
@@ -310,7 +300,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void acquire_noScriptThenWaitUnblocked_rolledBack() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "1");
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
@@ -319,7 +309,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     replicated.server().withAdmin(j -> j.scriptFlush());
     // The WAIT after the EVAL (not the one pipelined after the refused EVALSHA).
     p.arm(args -> waitAfterScriptNaming(field).test(args)
-        && args.get(args.indexOf(WaitProxy.AFTER) + 1).equalsIgnoreCase("EVAL"))
+        && args.get(args.indexOf(CommandProxy.AFTER) + 1).equalsIgnoreCase("EVAL"))
         .answer(UNBLOCKED);
     DistributedLock lock = r.getLock("ack-noscript");
     Future<Boolean> tried = owner.submit(() -> lock.tryLock());
@@ -339,7 +329,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void acquire_noScript_pipelinedWaitUnblocked_noGrantLeftBehind() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "1");
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
@@ -347,7 +337,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     String field = r.getClientId() + ":" + ownerId;
     replicated.server().withAdmin(j -> j.scriptFlush());
     p.arm(args -> waitAfterScriptNaming(field).test(args)
-        && args.get(args.indexOf(WaitProxy.AFTER) + 1).equalsIgnoreCase("EVALSHA"))
+        && args.get(args.indexOf(CommandProxy.AFTER) + 1).equalsIgnoreCase("EVALSHA"))
         .answer(UNBLOCKED);
     DistributedLock lock = r.getLock("ack-noscript-pipe");
     Future<Boolean> tried = owner.submit(() -> lock.tryLock());
@@ -372,7 +362,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void finalUnlock_waitUnblocked_released_notBelieved() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     LossRecorder losses = LossRecorder.on(r);
     ExecutorService owner = thread("owner");
@@ -394,13 +384,13 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void lockHoldReleaseAndKeep_waitUnblocked_notBelievedAgain() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     LossRecorder losses = LossRecorder.on(r);
     LockClient other = directToMaster();
     String me = r.getClientId();
     Predicate<List<String>> mine = args -> args.get(0).equalsIgnoreCase("WAIT")
-        && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).stream()
+        && args.subList(args.indexOf(CommandProxy.AFTER), args.size()).stream()
             .anyMatch(a -> a.startsWith(me));
     dev.holdfast.LockHold hold = r.getLock("ack-hold").acquire(Duration.ofSeconds(5),
         Duration.ofSeconds(60));
@@ -488,12 +478,12 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void forceUnlock_waitUnblocked_reportsDeleted() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     LockClient x = directToMaster();
     assertTrue(x.getLock("ack-force").tryLock());
     p.arm(args -> args.get(0).equalsIgnoreCase("WAIT")
-        && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).contains("ack-force"))
+        && args.subList(args.indexOf(CommandProxy.AFTER), args.size()).contains("ack-force"))
         .answer(UNBLOCKED);
     assertTrue(r.getLock("ack-force").forceUnlock(), "the force-unlock ran");
     assertFalse(new RedisProbe(replicated.server()).exists("ack-force"), "key deleted");
@@ -506,7 +496,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void otherKinds_waitUnblocked_rolledBack_rivalTakesAtOnce() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     LockClient other = directToMaster();
     ExecutorService owner = thread("owner");
@@ -521,8 +511,8 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
         case "read" -> r.getReadWriteLock(name).readLock();
         default -> r.getLock(name);
       };
-      WaitProxy.Rule wait = p.arm(args -> args.get(0).equalsIgnoreCase("WAIT")
-          && args.subList(args.indexOf(WaitProxy.AFTER), args.size()).stream()
+      CommandProxy.Rule wait = p.arm(args -> args.get(0).equalsIgnoreCase("WAIT")
+          && args.subList(args.indexOf(CommandProxy.AFTER), args.size()).stream()
               .anyMatch(a -> a.contains(name)));
       wait.answer(UNBLOCKED);
       java.util.concurrent.atomic.AtomicReference<dev.holdfast.LockHold> hold =
@@ -572,7 +562,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void handOff_waitUnblocked_oneHolderAtMost_noneLeftBehind() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     RedisProbe master = new RedisProbe(replicated.server());
     ExecutorService owner = thread("owner");
@@ -616,7 +606,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void renewal_waitUnblocked_noFalseLoss() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = clients.create(Map.of(LockClientConfig.ADDRESS, p.uri(),
         LockClientConfig.TIMEOUT, "5s", LockClientConfig.WATCHDOG_TIMEOUT, "3s",
         LockClientConfig.SYNC_REPLICAS, "auto"));
@@ -627,10 +617,10 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     String field = r.getClientId() + ":" + ownerId;
     DistributedLock lock = r.getLock("ack-renew");
     get(owner.submit(() -> lock.lock()));
-    WaitProxy.Rule renewalWait = p.arm(waitAfterScriptNaming(field));
+    CommandProxy.Rule renewalWait = p.arm(waitAfterScriptNaming(field));
     renewalWait.awaitHeld();
     renewalWait.answer(UNBLOCKED);
-    WaitProxy.Rule next = p.arm(waitAfterScriptNaming(field));
+    CommandProxy.Rule next = p.arm(waitAfterScriptNaming(field));
     next.awaitHeld(); // the next renewal's WAIT
     next.forward();
     assertTrue(master.hget("ack-renew", field) != null, "Redis has the hold");
@@ -651,7 +641,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
   // A DEFECT of round 33, fixed.
   @Test
   void finalUnlock_masterDemotedBeforeItsWait_holdNotBelievedAgain() throws Exception {
-    WaitProxy p = toMaster();
+    CommandProxy p = toMaster();
     LockClient r = replicatedClient(p, "auto");
     ExecutorService owner = thread("owner");
     long ownerId = threadIdOf(owner);
@@ -663,7 +653,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     RedisProbe onReplica = new RedisProbe(replica);
     Await.until(Duration.ofSeconds(10), () -> onReplica.hget("ack-demoted", field) != null,
         "the hold replicated");
-    WaitProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
+    CommandProxy.Rule wait = p.arm(waitAfterScriptNaming(field));
     Future<?> release = owner.submit(lock::unlock);
     wait.awaitHeld(); // the release ran on the master
     try {
@@ -734,7 +724,7 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
    */
   @Test
   void sealAtClose_copyRan_lossReported_listenerClosesToo() throws Exception {
-    WaitProxy p = new WaitProxy(redis.server().port());
+    CommandProxy p = new CommandProxy(redis.server().port());
     proxies.add(p);
     try (Jedis j = redis.server().admin()) {
       j.scriptLoad(LockScripts.FORCE_RELEASE.source());
@@ -751,11 +741,11 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     ExecutorService owner = thread("owner");
     DistributedLock lock = b.getLock("seal-lost");
     get(owner.submit(() -> lock.lock()));
-    List<WaitProxy.Rule> releases = new ArrayList<>();
+    List<CommandProxy.Rule> releases = new ArrayList<>();
     for (int i = 0; i < RedisTopology.ATTEMPTS; i++) {
       releases.add(p.arm(sha(LockScripts.FORCE_RELEASE)));
     }
-    List<WaitProxy.Rule> seals = new ArrayList<>();
+    List<CommandProxy.Rule> seals = new ArrayList<>();
     for (int i = 0; i < 40; i++) {
       seals.add(p.arm(sha(LockScripts.FORCE_SEAL)));
     }
@@ -764,8 +754,8 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
     releases.get(0).forward(); // the first copy runs late: B's field deleted
     Await.until(Duration.ofSeconds(10), () -> !redisState.exists("seal-lost"),
         "the late force-release copy ran");
-    seals.forEach(WaitProxy.Rule::disarm); // seals land now, after the copy
-    releases.forEach(WaitProxy.Rule::disarm);
+    seals.forEach(CommandProxy.Rule::disarm); // seals land now, after the copy
+    releases.forEach(CommandProxy.Rule::disarm);
     long start = System.nanoTime();
     b.close();
     long tookMillis = (System.nanoTime() - start) / 1_000_000L;
@@ -787,229 +777,6 @@ class AckAndCloseAttackTest extends ProxiedClientFixture {
       return (java.util.Set<Object>) f.get(Clients.engine(client));
     } catch (ReflectiveOperationException e) {
       throw new AssertionError(e);
-    }
-  }
-
-  /**
-   * A TCP proxy that parses each RESP command; an armed rule holds back the first command it
-   * matches (not sent to Redis) until the test answers it with an error of its own, or forwards
-   * it. Everything else passes.
-   */
-  static final class WaitProxy implements AutoCloseable {
-    private final ServerSocket listener;
-    private final int upstream;
-    private final List<Socket> sockets = new CopyOnWriteArrayList<>();
-    private final List<Rule> rules = new CopyOnWriteArrayList<>();
-    private volatile boolean closed;
-    /** Separates a command from the one before it on its connection, as rules see them. */
-    static final String AFTER = "\u0000after";
-
-    /** One armed hold-back. */
-    static final class Rule {
-      private final Predicate<List<String>> matches;
-      private final AtomicBoolean taken = new AtomicBoolean();
-      private final CompletableFuture<List<String>> held = new CompletableFuture<>();
-      /** null: forward; else the raw reply to give instead. */
-      private final CompletableFuture<String> verdict = new CompletableFuture<>();
-
-      Rule(Predicate<List<String>> matches) {
-        this.matches = matches;
-      }
-
-      List<String> awaitHeld() throws Exception {
-        return held.get(30, TimeUnit.SECONDS);
-      }
-
-      void answer(String rawError) {
-        verdict.complete(rawError);
-      }
-
-      void forward() {
-        verdict.complete(null);
-      }
-
-      boolean taken() {
-        return held.isDone();
-      }
-
-      /** Matches nothing from now on (one already taken and answered stays answered). */
-      void disarm() {
-        taken.set(true);
-        verdict.complete(null);
-      }
-    }
-
-    WaitProxy(int upstream) throws IOException {
-      this.upstream = upstream;
-      listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-      Thread t = new Thread(this::accept, "wait-proxy");
-      t.setDaemon(true);
-      t.start();
-    }
-
-    String uri() {
-      return "redis://127.0.0.1:" + listener.getLocalPort();
-    }
-
-    Rule arm(Predicate<List<String>> matches) {
-      Rule r = new Rule(matches);
-      rules.add(r);
-      return r;
-    }
-
-    /** Whether a rule armed to answer {@code -UNBLOCKED} never met its command. */
-    boolean unusedWaitError() {
-      return rules.stream().anyMatch(r -> !r.held.isDone()
-          && UNBLOCKED.equals(r.verdict.getNow(null)));
-    }
-
-    void releaseAll() {
-      rules.forEach(Rule::forward);
-    }
-
-    private void accept() {
-      while (!closed) {
-        try {
-          Socket client = listener.accept();
-          Socket server = new Socket(InetAddress.getLoopbackAddress(), upstream);
-          sockets.add(client);
-          sockets.add(server);
-          Object writeLock = new Object();
-          AtomicBoolean replyOwed = new AtomicBoolean();
-          start(() -> requests(client, server, writeLock, replyOwed));
-          start(() -> replies(server, client, writeLock, replyOwed));
-        } catch (IOException e) {
-          return;
-        }
-      }
-    }
-
-    private static void start(Runnable r) {
-      Thread t = new Thread(r, "wait-proxy-pump");
-      t.setDaemon(true);
-      t.start();
-    }
-
-    private void requests(Socket client, Socket server, Object writeLock,
-        AtomicBoolean replyOwed) {
-      try (InputStream in = new BufferedInputStream(client.getInputStream());
-          OutputStream toServer = server.getOutputStream()) {
-        OutputStream toClient = client.getOutputStream();
-        List<String> previous = List.of();
-        while (true) {
-          ByteArrayOutputStream raw = new ByteArrayOutputStream();
-          List<String> command = readCommand(in, raw);
-          if (command == null) {
-            return;
-          }
-          // The command, then AFTER and the one sent before it on this connection.
-          List<String> args = new ArrayList<>(command);
-          args.add(AFTER);
-          args.addAll(previous);
-          previous = command;
-          Rule rule = null;
-          for (Rule r : rules) {
-            if (!r.taken.get() && r.matches.test(args) && r.taken.compareAndSet(false, true)) {
-              rule = r;
-              break;
-            }
-          }
-          if (rule != null) {
-            rule.held.complete(args);
-            String reply = rule.verdict.get();
-            if (reply != null) {
-              // Redis answers in order: the reply of a command forwarded before this one goes
-              // first (a pipelined script's, say), never after the error given in its place.
-              Await.until(Duration.ofSeconds(10), () -> !replyOwed.get(),
-                  "the earlier reply relayed");
-              synchronized (writeLock) {
-                toClient.write(reply.getBytes(StandardCharsets.US_ASCII));
-                toClient.flush();
-              }
-              continue;
-            }
-          }
-          replyOwed.set(true);
-          toServer.write(raw.toByteArray());
-          toServer.flush();
-        }
-      } catch (Exception e) {
-        // a side closed
-      } finally {
-        closeQuietly(client);
-        closeQuietly(server);
-      }
-    }
-
-    private void replies(Socket server, Socket client, Object writeLock,
-        AtomicBoolean replyOwed) {
-      byte[] buffer = new byte[16 * 1024];
-      try (InputStream in = server.getInputStream()) {
-        OutputStream out = client.getOutputStream();
-        int n;
-        while ((n = in.read(buffer)) >= 0) {
-          synchronized (writeLock) {
-            out.write(buffer, 0, n);
-            out.flush();
-          }
-          replyOwed.set(false);
-        }
-      } catch (IOException e) {
-        // a side closed
-      } finally {
-        closeQuietly(client);
-        closeQuietly(server);
-      }
-    }
-
-    /** Reads one RESP array of bulk strings (a command), copying its bytes; null at the end. */
-    private static List<String> readCommand(InputStream in, ByteArrayOutputStream raw)
-        throws IOException {
-      String header = readLine(in, raw);
-      if (header == null) {
-        return null;
-      }
-      if (header.charAt(0) != '*') {
-        return List.of(header.trim()); // inline command
-      }
-      int n = Integer.parseInt(header.substring(1));
-      List<String> args = new ArrayList<>(n);
-      for (int i = 0; i < n; i++) {
-        String len = readLine(in, raw);
-        int l = Integer.parseInt(len.substring(1));
-        byte[] b = in.readNBytes(l + 2);
-        raw.write(b);
-        args.add(new String(b, 0, l, StandardCharsets.UTF_8));
-      }
-      return args;
-    }
-
-    private static String readLine(InputStream in, ByteArrayOutputStream raw) throws IOException {
-      StringBuilder sb = new StringBuilder();
-      int ch;
-      while ((ch = in.read()) >= 0) {
-        raw.write(ch);
-        if (ch == '\n') {
-          return sb.toString().trim();
-        }
-        sb.append((char) ch);
-      }
-      return null;
-    }
-
-    @Override
-    public void close() {
-      closed = true;
-      closeQuietly(listener);
-      sockets.forEach(WaitProxy::closeQuietly);
-    }
-
-    private static void closeQuietly(AutoCloseable s) {
-      try {
-        s.close();
-      } catch (Exception e) {
-        // closing anyway
-      }
     }
   }
 }

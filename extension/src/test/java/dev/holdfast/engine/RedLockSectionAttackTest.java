@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Timeout;
  * without a member the thread holds must leave that member alone at the matching unlock(). Since
  * stop 31 each acquisition records the members it won ({@link RedLock#newestSection}), and
  * unlock() releases those only. Members {@code q0, q1, q2}
- * live on client {@link #b}, which talks through a {@link EndingSkipAttackTest.CommandProxy} so
+ * live on client {@link #b}, which talks through a {@link CommandProxy} so
  * that a chosen member's script can be refused ({@code -OOM}: not run); {@link #rival} holds a
  * RedLock of the same members whenever it can.
  */
@@ -38,7 +38,7 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
   private static final String OOM =
       "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
 
-  private EndingSkipAttackTest.CommandProxy commands;
+  private CommandProxy commands;
   private LockClient b;
   private LossRecorder losses;
   private DistributedLock red;
@@ -46,7 +46,7 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
 
   @BeforeEach
   void startCommandProxy() throws IOException {
-    commands = new EndingSkipAttackTest.CommandProxy(redis.server().port());
+    commands = new CommandProxy(redis.server().port());
     b = clients.create(Map.of(LockClientConfig.ADDRESS, commands.uri(),
         LockClientConfig.TIMEOUT, "2s", LockClientConfig.WATCHDOG_TIMEOUT, "30s"));
     DistributedLock warm = b.getLock("warm"); // scripts loaded
@@ -71,7 +71,7 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
       if (!args.get(0).toUpperCase(Locale.ROOT).startsWith("EVAL")) {
         return false;
       }
-      int end = args.indexOf(EndingSkipAttackTest.CommandProxy.AFTER);
+      int end = args.indexOf(CommandProxy.AFTER);
       return args.subList(0, end < 0 ? args.size() : end).contains(key);
     };
   }
@@ -114,6 +114,75 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
         + " (q0=" + count("q0", b) + " q1=" + count("q1", b) + " q2=" + count("q2", b)
         + ", isHeldByCurrentThread " + believed + ", LockLost reports " + losses.count() + ")");
     assertTrue(believed, "the thread's open section is believed " + when);
+  }
+
+  /**
+   * Found by a cluster soak's loss-report violation (seed -6501269311255863504), with the
+   * RedLock's members on two clients: {@code q0} on {@link #b} (through the proxy), {@code q1}
+   * and {@code q2} on {@link #a}. A re-entry whose vote on a member the thread already holds is
+   * refused (there a {@code TRYAGAIN} of a slot migration; here an {@code -OOM} answer, equally
+   * "not run") still wins a majority with the other members. An unlock() that released every
+   * member made it that member's final release: its hold ended unreported, and the section the
+   * thread still believed stood on a minority while a rival took the RedLock.
+   *
+   * <p>The episode: the outer section holds q0 + q2 (q1 was a rival's); a re-entry's vote on
+   * q0 is refused without running (the soak's TRYAGAIN of a slot migration; here OOM) while q1
+   * (fresh) and q2 vote yes: a majority, so the re-entry holds. Its section is not q0's: the
+   * inner unlock, which released every member once, was q0's final release (a DEFECT, fixed): it
+   * ended q0's hold unreported and left the outer section on q2 alone — a rival took the RedLock
+   * the thread still believed. The inner unlock now leaves q0 alone.
+   */
+  @Test
+  void redLockReentry_memberVoteRefused_innerUnlockMustNotEndThatMembersHold() {
+    LossRecorder lossesA = LossRecorder.on(a);
+    LossRecorder lossesB = LossRecorder.on(b);
+    DistributedLock twoClients = a.getRedLock(b.getLock("q0"), a.getLock("q1"), a.getLock("q2"));
+    DistributedLock rivalQ1 = rival.getLock("q1");
+    DistributedLock rivalOfTwo = rival.getRedLock(rival.getLock("q0"), rival.getLock("q1"),
+        rival.getLock("q2"));
+
+    // Outer: q0 + q2 (q1 is the rival's), as the soak's episode began.
+    rivalQ1.lock();
+    assertTrue(twoClients.tryLock(), "outer: q0 + q2, a majority");
+    rivalQ1.unlock();
+    assertEquals("1", count("q0", b));
+    assertEquals("1", count("q2", a));
+
+    // Re-entry with a fixed lease: q0's vote refused (not run), q1 (fresh) + q2 vote yes.
+    commands.arm(args -> args.get(0).toUpperCase(Locale.ROOT).startsWith("EVAL")).answer(OOM);
+    boolean reentered;
+    try {
+      reentered = twoClients.tryLock(0, 2297, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      throw new AssertionError(e);
+    }
+    assertTrue(reentered, "re-entry: q1 + q2, a majority");
+    assertEquals("1", count("q0", b), "q0's re-entry did not run: q0 counts 1, the RedLock 2");
+    assertEquals("1", count("q1", a));
+    assertEquals("2", count("q2", a));
+
+    // Inner unlock: q0 left alone (its section is the outer one), q1 1 -> 0, q2 2 -> 1.
+    assertNull(MultiLockOwedFixture.unlockOutcome(twoClients), "inner unlock: a majority released");
+    assertEquals("1", count("q0", b), "q0 still holds the outer section");
+    assertNull(count("q1", a));
+    assertEquals("1", count("q2", a));
+
+    // The thread has one section open and no loss was reported: nobody else may hold it.
+    boolean rivalTook = rivalOfTwo.tryLock();
+    RuntimeException outer;
+    try {
+      outer = MultiLockOwedFixture.unlockOutcome(twoClients); // the outer section
+    } finally {
+      if (rivalTook) {
+        rivalOfTwo.unlock();
+      }
+    }
+    String seen = "LockLost on a " + lossesA.count() + ", on b " + lossesB.count()
+        + "; outer unlock: " + outer;
+    assertFalse(rivalTook, "a rival took the RedLock the thread still holds (" + seen + ")");
+    assertNull(outer, "the outer unlock releases (" + seen + ")");
+    assertNull(count("q0", b));
+    assertNull(count("q2", a));
   }
 
   /**
@@ -400,7 +469,7 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
   @Test
   void reentryVoteUnanswered_deliveredLate_sectionsBalance() throws Exception {
     outerOnQ0AndQ2();
-    EndingSkipAttackTest.CommandProxy.Rule vote = commands.arm(scriptOn("q0"));
+    CommandProxy.Rule vote = commands.arm(scriptOn("q0"));
     boolean reentered;
     try {
       reentered = red.tryLock(0, 20_000, TimeUnit.MILLISECONDS);
