@@ -15,7 +15,6 @@ import jakarta.interceptor.InvocationContext;
 import java.lang.reflect.Method;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.function.UnaryOperator;
 
 /**
  * Runs {@link Locked} methods under their lock. All decisions were made at deployment: a call
@@ -42,19 +41,11 @@ import java.util.function.UnaryOperator;
 @Interceptor
 @Priority(Locked.PRIORITY)
 public class LockedInterceptor {
-  /** Whether Mutiny is there to carry the caller's context to an asynchronous method. */
-  private static final boolean MUTINY = OptionalApis.present(OptionalApis.MUTINY);
-  /** Whether a container's Jakarta Concurrency context service may be there to carry it. */
-  private static final boolean CONTEXT_SERVICE =
-      OptionalApis.present(OptionalApis.CONTEXT_SERVICE);
-
   private final LockClient client;
   private final LockedOperations prepared;
   private final Class<?> beanClass;
   private final Map<Method, LockedOperation> operations;
   private final LockTracing tracing;
-  /** Carries the caller's context to an asynchronous method; found at the first such call. */
-  private volatile UnaryOperator<Callable<Object>> callerContext;
 
   @Inject
   public LockedInterceptor(LockClient client, LockedOperations prepared,
@@ -128,15 +119,7 @@ public class LockedInterceptor {
    * servers), then Mutiny's callback decorators (Quarkus' context propagation), each where it is.
    */
   private Callable<Object> withCallerContext(Callable<Object> proceed) {
-    UnaryOperator<Callable<Object>> context = callerContext;
-    if (context == null) {
-      // Found on an application thread: a server binds java:comp per component.
-      UnaryOperator<Callable<Object>> container = CONTEXT_SERVICE
-          ? ContainerContext.find() : UnaryOperator.identity();
-      context = MUTINY ? p -> UniLocked.contextual(container.apply(p)) : container;
-      callerContext = context;
-    }
-    return context.apply(proceed);
+    return prepared.callerContext().apply(proceed);
   }
 
   private LockedOperation operation(InvocationContext ctx) {

@@ -15,7 +15,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.function.Function;
+import java.util.function.UnaryOperator;
 import org.eclipse.microprofile.config.Config;
 
 /**
@@ -24,7 +26,8 @@ import org.eclipse.microprofile.config.Config;
  * {@code @Locked} values have an operation each. Everything is prepared once, when the
  * application is deployed (portable extension: {@code AfterDeploymentValidation}) or starts
  * (build-compatible extension: {@link HoldfastStartup}, because run-time configuration is only
- * readable then); the interceptor only looks operations up. Immutable and thread-safe.
+ * readable then); the interceptor only looks operations up. Thread-safe: immutable but for what
+ * carries callers' context to asynchronous methods, found once at the first such call.
  *
  * <p>A {@code @Singleton} synthetic bean (public for container-generated code; not API).
  */
@@ -32,7 +35,15 @@ public final class LockedOperations {
   /** The synthetic bean's parameter: the bean classes that have {@code @Locked} methods. */
   static final String BEAN_CLASSES_PARAM = "beanClasses";
 
+  /** Whether Mutiny is there to carry the caller's context to an asynchronous method. */
+  private static final boolean MUTINY = OptionalApis.present(OptionalApis.MUTINY);
+  /** Whether a container's Jakarta Concurrency context service may be there to carry it. */
+  private static final boolean CONTEXT_SERVICE =
+      OptionalApis.present(OptionalApis.CONTEXT_SERVICE);
+
   private final Map<Class<?>, Map<Method, LockedOperation>> byBeanClass;
+  /** See {@link #callerContext()}; found at the first asynchronous call. */
+  private volatile UnaryOperator<Callable<Object>> callerContext;
 
   private LockedOperations(Map<Class<?>, Map<Method, LockedOperation>> byBeanClass) {
     this.byBeanClass = byBeanClass;
@@ -95,6 +106,26 @@ public final class LockedOperations {
       }
     }
     return null;
+  }
+
+  /**
+   * {@return what wraps an asynchronous method's call so that it runs, on another thread, with the
+   * context of the thread that wraps it (the caller's): the container's Jakarta Concurrency
+   * context service (WildFly, other Jakarta EE servers), then Mutiny's callback decorators
+   * (Quarkus' context propagation), each where it is} Found once per deployment, at the first
+   * call, which is on an application thread (a server binds {@code java:comp} per component;
+   * its default context service is the same in each). Two first calls at once may both look it
+   * up; either answer is kept.
+   */
+  UnaryOperator<Callable<Object>> callerContext() {
+    UnaryOperator<Callable<Object>> context = callerContext;
+    if (context == null) {
+      UnaryOperator<Callable<Object>> container = CONTEXT_SERVICE
+          ? ContainerContext.find() : UnaryOperator.identity();
+      context = MUTINY ? p -> UniLocked.contextual(container.apply(p)) : container;
+      callerContext = context;
+    }
+    return context;
   }
 
   /** How many operations were prepared, over all bean classes. */

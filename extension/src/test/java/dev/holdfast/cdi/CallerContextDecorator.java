@@ -16,22 +16,31 @@ public final class CallerContextDecorator implements CallbackDecorator {
 
   @Override
   public <V> Callable<V> decorate(Callable<V> callable) {
-    String captured = CALLER.get();
-    if (captured == null) {
-      return callable;
-    }
+    return CALLER.get() == null ? callable : carry(CALLER, callable);
+  }
+
+  /**
+   * {@return {@code callable}, run with {@code context} as this thread has it now (set, or not
+   * set), on whatever thread runs it, leaving that thread's value as it found it}
+   */
+  static <V> Callable<V> carry(ThreadLocal<String> context, Callable<V> callable) {
+    String captured = context.get();
     return () -> {
-      String before = CALLER.get();
-      CALLER.set(captured);
+      String before = context.get();
+      set(context, captured);
       try {
         return callable.call();
       } finally {
-        if (before == null) {
-          CALLER.remove();
-        } else {
-          CALLER.set(before);
-        }
+        set(context, before);
       }
     };
+  }
+
+  private static void set(ThreadLocal<String> context, String value) {
+    if (value == null) {
+      context.remove();
+    } else {
+      context.set(value);
+    }
   }
 }

@@ -38,19 +38,6 @@ public final class ContainerContextService {
   }
 
   private static <V> Callable<V> contextual(Callable<V> callable) {
-    String captured = CONTEXT.get();
-    return () -> {
-      String before = CONTEXT.get();
-      CONTEXT.set(captured);
-      try {
-        return callable.call();
-      } finally {
-        if (before == null) {
-          CONTEXT.remove();
-        } else {
-          CONTEXT.set(before);
-        }
-      }
-    };
+    return CallerContextDecorator.carry(CONTEXT, callable);
   }
 }

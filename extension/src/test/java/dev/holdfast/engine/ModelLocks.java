@@ -115,9 +115,13 @@ final class ModelLocks {
     return key.equals(RED);
   }
 
-  /** Whether {@code unlockAfter} keeps this lock held (a composite lock's is a plain unlock). */
+  /**
+   * Whether {@code unlockAfter} keeps this lock held: not a composite lock's (a plain unlock),
+   * nor a member's taken alone, whose hold in Redis may also count the composite's sections of
+   * the same thread (one hash field): its release there is not final, and keeps nothing.
+   */
   static boolean keepable(String key) {
-    return !composite(key);
+    return !composite(key) && !key.equals(RETAKEN_MEMBER) && !key.equals(RED_RETAKEN_MEMBER);
   }
 
   /**
