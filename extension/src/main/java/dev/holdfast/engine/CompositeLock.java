@@ -103,4 +103,16 @@ abstract class CompositeLock implements DistributedLock {
    */
   abstract boolean acquire(long waitNanos, long leaseMillis, boolean interruptible)
       throws InterruptedException;
+
+  /**
+   * Gives back the section an acquisition of another composite lock took of this one and now
+   * gives up: {@link #unlock()}, except that what a failed unlock() leaves owed is not kept as
+   * the record that the thread's next unlock() finishes <em>instead of</em> closing a section
+   * (that section is not the application's): each member release still owed is tried once
+   * more and, failing again, owed on that member's hold, finished by the thread's next call on
+   * the member — before its own. Calling thread only.
+   *
+   * @throws RuntimeException what {@link #unlock()} threw
+   */
+  abstract void giveBackSection();
 }

@@ -86,7 +86,7 @@ public final class LockEngine implements AutoCloseable {
   private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<MultiLock.Due>> redLockUnfinished =
       new ConcurrentHashMap<>();
   /** The RedLock sections open per RedLock and thread ({@link RedLock}); dropped on close. */
-  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>
+  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>
       redLockSections = new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockAtRisk>> atRiskListeners =
       new CopyOnWriteArrayList<>();
@@ -451,7 +451,7 @@ public final class LockEngine implements AutoCloseable {
    * The RedLock sections with a member of this client that each thread has open, per RedLock
    * ({@link RedLock#unlock()}); cleared on close, when nothing of this client is held any more.
    */
-  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>> redLockSections() {
+  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>> redLockSections() {
     return redLockSections;
   }
 

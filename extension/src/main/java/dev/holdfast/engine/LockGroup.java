@@ -149,6 +149,8 @@ final class LockGroup {
     return newestFirst(held, failure, m -> {
       if (m instanceof RedisLock r) {
         r.giveBackSection(); // a failed re-entered section stays owed, not the application's
+      } else if (m instanceof CompositeLock c) {
+        c.giveBackSection(); // the same, member by member
       } else {
         m.unlock();
       }
@@ -166,6 +168,8 @@ final class LockGroup {
     return newestFirst(taken, failure, m -> {
       if (m instanceof RedisLock r) {
         r.giveBack();
+      } else if (m instanceof CompositeLock c) {
+        c.giveBackSection();
       } else {
         m.unlock();
       }

@@ -106,9 +106,10 @@ final class MultiLock extends CompositeLock {
      * The thread's holds of a RedLock's members just before its unlock(), the count each
      * release starts from (a give-back owed on the hold is finished first), and which members
      * that unlock() leaves alone: the section it closes did not win them
-     * ({@link RedLock#newestSection}), so they owe it nothing, whatever else fails.
+     * ({@link RedLock#newestSection}, null if none is open), so they owe it nothing, whatever
+     * else fails.
      */
-    record Before(List<Hold> holds, int[] counts, boolean[] without) {
+    record Before(List<Hold> holds, int[] counts, boolean[] without, boolean[] section) {
     }
 
     /** {@return the thread's holds of a RedLock's members now; null for another lock} */
@@ -127,7 +128,7 @@ final class MultiLock extends CompositeLock {
         counts[i] = RedisLock.releaseStartsFrom(hold);
         without[i] = section != null && !section[i];
       }
-      return new Before(holds, counts, without);
+      return new Before(holds, counts, without, section);
     }
 
     /**
@@ -642,6 +643,46 @@ final class MultiLock extends CompositeLock {
         .forEach(d -> d.giveBack(threadId));
   }
 
+
+  @Override
+  void giveBackSection() {
+    long threadId = Thread.currentThread().getId();
+    try {
+      unlock();
+    } catch (LockException e) {
+      owedOnMembers(threadId);
+      throw e;
+    }
+  }
+
+  /**
+   * Turns what a failed unlock() of the thread's left owed into give-backs of its members, as
+   * {@link CompositeLock#giveBackSection()} says: a member of this library gives its section back
+   * once more and, failing again, owes it on its hold; a RedLock or nested multi-lock does the
+   * same member by member. A lock of another implementation cannot owe on a hold: its unlock()
+   * stays in the record, which the thread's next unlock() of this multi-lock finishes (a limit).
+   */
+  private void owedOnMembers(long threadId) {
+    OwedKey key = new OwedKey(identities, threadId);
+    Owed owed = takeOwed(key);
+    if (owed == null) {
+      return;
+    }
+    List<Due> foreign = new ArrayList<>();
+    for (Due d : owed.due()) {
+      if (d.member() instanceof MultiLock nested) {
+        nested.owedOnMembers(threadId);
+      } else if (d.member() instanceof RedisLock || d.member() instanceof RedLock) {
+        d.giveBack(threadId);
+      } else {
+        foreign.add(d);
+      }
+    }
+    if (!foreign.isEmpty()) {
+      keepOwed(key, new Owed(List.copyOf(foreign), owed.released(), owed.notHeld(),
+          owed.notHeldMembers()));
+    }
+  }
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
   private List<Map<OwedKey, ThreadRecord<Owed>>> engineStores() {

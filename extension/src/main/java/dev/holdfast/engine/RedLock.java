@@ -8,9 +8,11 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
+import java.util.stream.Collectors;
 
 /**
  * The Redlock algorithm over locks on independent Redis servers ({@code LockClient#getRedLock}).
@@ -209,18 +211,15 @@ final class RedLock extends CompositeLock {
 
   /**
    * A round won with the votes {@code won}: the thread's new section, which the matching unlock()
-   * closes. It is kept in the store of each member's open client, so that closing one client
-   * leaves it with the others.
+   * closes: the won members' identities ({@link LockGroup#identity}), since another handle of
+   * the same RedLock may name its members in another order. It is kept in the store of each
+   * member's open client, so that closing one client leaves it with the others.
    */
   private void openSection(MultiLock.OwedKey key, List<DistributedLock> won) {
-    List<DistributedLock> members = group.members();
-    boolean[] section = new boolean[members.size()];
-    for (int i = 0; i < section.length; i++) {
-      DistributedLock member = members.get(i);
-      section[i] = won.stream().anyMatch(m -> m == member);
-    }
-    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>> stores = sectionStores();
-    Deque<boolean[]> open = ThreadRecord.find(stores, key);
+    Set<Object> section = won.stream().map(LockGroup::identity)
+        .collect(Collectors.toUnmodifiableSet());
+    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>> stores = sectionStores();
+    Deque<Set<Object>> open = ThreadRecord.find(stores, key);
     if (open == null) {
       open = new ArrayDeque<>();
       ThreadRecord.keep(stores, key, ThreadRecord.ofCurrentThread(open));
@@ -229,19 +228,28 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * {@return which members the thread's newest open section of this RedLock won (the ones its
-   * next unlock() releases), or null if no section is recorded: that unlock() tries every member,
-   * and those not held answer so}
+   * {@return which of this handle's members the thread's newest open section of this RedLock won
+   * (the ones its next unlock() releases), in this handle's order; null if the thread has none
+   * open}
    */
   boolean[] newestSection(long threadId) {
-    Deque<boolean[]> open = ThreadRecord.find(sectionStores(), threadKey(threadId));
-    return open == null ? null : open.peek();
+    Deque<Set<Object>> open = ThreadRecord.find(sectionStores(), threadKey(threadId));
+    Set<Object> newest = open == null ? null : open.peek();
+    if (newest == null) {
+      return null;
+    }
+    List<DistributedLock> members = group.members();
+    boolean[] won = new boolean[members.size()];
+    for (int i = 0; i < won.length; i++) {
+      won[i] = newest.contains(LockGroup.identity(members.get(i)));
+    }
+    return won;
   }
 
   /** Closes the thread's newest open section (see {@link #newestSection}); the last drops the record. */
   private void closeSection(MultiLock.OwedKey key) {
-    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>> stores = sectionStores();
-    Deque<boolean[]> open = ThreadRecord.find(stores, key);
+    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>> stores = sectionStores();
+    Deque<Set<Object>> open = ThreadRecord.find(stores, key);
     if (open != null) {
       open.poll();
       if (open.isEmpty()) {
@@ -261,15 +269,16 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * Closes the thread's newest section: releases the members its acquisition won (without a
-   * recorded section, every member: those this thread does not hold answer that, and are
-   * skipped). A member whose vote that acquisition did not win is left alone; it counts as
-   * released if the thread holds it (in an outer section, or alone), else as not held. When
+   * Closes the thread's newest section: releases the members its acquisition won (those this
+   * thread does not hold any more answer that, and are skipped). A member whose vote that
+   * acquisition did not win is left alone; it counts as released if the thread holds it (in an
+   * outer section, or alone), else as not held. When
    * a majority is released, or a majority is not held, a member whose inner release failed keeps
    * a section the application will not unlock: it is owed, and the thread's next call on that
    * member (the RedLock's next unlock() or acquisition included) releases it first.
    *
-   * @throws IllegalMonitorStateException if a majority of members answered that this thread
+   * @throws IllegalMonitorStateException if the thread has no acquisition of this RedLock open
+   *     (no member is touched), or if a majority of members answered that this thread
    *     does not hold them (never held, or lost); its message quotes a member's loss if there
    *     was one (the RedLock was lost, not never held); the members' exceptions are suppressed
    * @throws LockException if fewer than a majority could be released otherwise, because servers
@@ -301,6 +310,12 @@ final class RedLock extends CompositeLock {
       throw retry.failure();
     }
     MultiLock.Due.Before before = MultiLock.Due.before(this, threadId);
+    if (before.section() == null && openEngines().findAny().isPresent()) {
+      // No acquisition of this RedLock by the thread is open: a member it holds is its own
+      // (taken alone, or by another composite), not this call's to release.
+      throw new IllegalMonitorStateException("RedLock " + getName() + " is not held by "
+          + thread() + ": no acquisition of it by this thread is open");
+    }
     closeSection(key); // whatever follows: a failure's record owes only this section's members
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
@@ -399,6 +414,29 @@ final class RedLock extends CompositeLock {
     throw thrown;
   }
 
+  @Override
+  void giveBackSection() {
+    long threadId = Thread.currentThread().getId();
+    try {
+      unlock();
+    } catch (LockException e) {
+      owedOnMembers(threadId);
+      throw e;
+    }
+  }
+
+  /**
+   * Turns what a failed unlock() of the thread's left owed into give-backs of its members: each
+   * release still owed is tried once more and, failing again, owed on that member's hold
+   * ({@link MultiLock.Due#giveBack}). No record is left for the thread's next unlock().
+   */
+  void owedOnMembers(long threadId) {
+    MultiLock.Due owed = ThreadRecord.take(unfinishedStores(), threadKey(threadId));
+    if (owed != null) {
+      owed.giveBack(threadId);
+    }
+  }
+
   /**
    * Drops what a failed unlock() of this RedLock by the thread left owed: a multi-lock that
    * called it keeps its own record of that ({@link MultiLock.Due}), and finishes it.
@@ -426,9 +464,10 @@ final class RedLock extends CompositeLock {
   }
 
   /** {@return the stores of open sections' records (newest first)} */
-  private List<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>> sectionStores() {
+  private List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>> sectionStores() {
     return openEngines()
-        .<Map<MultiLock.OwedKey, ThreadRecord<Deque<boolean[]>>>>map(LockEngine::redLockSections)
+        .<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>>map(
+            LockEngine::redLockSections)
         .toList();
   }
 
@@ -477,20 +516,16 @@ final class RedLock extends CompositeLock {
     return majority(m -> m.isHeldByThread(threadId));
   }
 
-  /** {@return the count a majority of members has at least: the quorum-th largest count} */
+  /**
+   * {@return how many acquisitions of this RedLock by the calling thread are open (each one an
+   * unlock() closes), while the thread holds it (a majority of members); else 0} Holds of the
+   * members that the thread took alone are not the RedLock's, and are not counted.
+   */
   @Override
   public int getHoldCount() {
-    // A member held counts the sections opened without it too: each is one the thread unlocks.
-    long threadId = Thread.currentThread().getId();
-    Deque<boolean[]> open = ThreadRecord.find(sectionStores(), threadKey(threadId));
-    List<DistributedLock> members = group.members();
-    return (int) quorumth(m -> {
-      Hold hold = ((RedisLock) m).holdOf(threadId);
-      int index = members.indexOf(m);
-      long without = hold == null || !hold.active() || open == null ? 0
-          : open.stream().filter(section -> !section[index]).count();
-      return m.getHoldCount() + without;
-    }, 0);
+    Deque<Set<Object>> open = ThreadRecord.find(sectionStores(),
+        threadKey(Thread.currentThread().getId()));
+    return open == null || open.isEmpty() || !isHeldByCurrentThread() ? 0 : open.size();
   }
 
   /**

@@ -929,7 +929,7 @@ final class ModelJudge {
             .filter(c -> c.tag().contains(ModelActor.FINISHES_FAILED_UNLOCK)
                 && ModelLocks.isRedLock(c.lock())).count());
     f.put("RedLock acquisitions (new holds / re-entries / refused / failed) / unlocks failed"
-        + " (LockException) / their retries (OK) / members taken alone before a retry"
+        + " (LockException) / their retries (OK) / members taken alone before an unlock"
         + " / acquisitions returning with fewer than all members held",
         redLockFigures());
     f.put("forceUnlock calls by outcome (OK deleted, FALSE nothing; the others threw: "

@@ -376,6 +376,27 @@ class RedLockSectionAttackTest extends ProxiedClientFixture {
   }
 
   /**
+   * An unlock() of a RedLock the thread has no acquisition of open (one unlock too many) throws
+   * IllegalMonitorStateException and touches no member: q0, which the thread holds alone, stays
+   * its own.
+   */
+  @Test
+  void unlockWithNoSectionOpen_leavesTheThreadsOwnMemberHold() {
+    assertTrue(red.tryLock());
+    assertNull(MultiLockOwedFixture.unlockOutcome(red));
+    DistributedLock q0 = b.getLock("q0");
+    q0.lock();
+    RuntimeException extra = MultiLockOwedFixture.unlockOutcome(red);
+    assertInstanceOf(IllegalMonitorStateException.class, extra, "one unlock too many");
+    assertTrue(extra.getMessage().contains("is not held by"), extra.getMessage());
+    assertEquals("1", count("q0", b), "q0 is the thread's own hold");
+    assertTrue(q0.isHeldByCurrentThread());
+    q0.unlock();
+    assertEquals(0, losses.count(), "no loss");
+    awaitFree("q0", "q1", "q2");
+  }
+
+  /**
    * The thread takes the RedLock without q0 and then a multi-lock {RedLock, x} that re-enters it
    * with every vote; the thread's unlocks close the multi-lock's section first (all three
    * members and x), then the RedLock's (q1 + q2): no count is left and no release is refused.
