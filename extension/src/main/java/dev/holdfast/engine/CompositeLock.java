@@ -1,6 +1,7 @@
 package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
+import dev.holdfast.LockException;
 import dev.holdfast.LockHold;
 import java.time.Duration;
 import java.util.concurrent.CompletionStage;
@@ -114,5 +115,19 @@ abstract class CompositeLock implements DistributedLock {
    *
    * @throws RuntimeException what {@link #unlock()} threw
    */
-  abstract void giveBackSection();
+  final void giveBackSection() {
+    long threadId = Thread.currentThread().getId();
+    try {
+      unlock();
+    } catch (LockException e) {
+      owedOnMembers(threadId); // only a LockException leaves a record to call again for
+      throw e;
+    }
+  }
+
+  /**
+   * Turns what a failed unlock() of the thread's left owed into give-backs of the members (see
+   * {@link #giveBackSection()}); nothing if no record is left.
+   */
+  abstract void owedOnMembers(long threadId);
 }

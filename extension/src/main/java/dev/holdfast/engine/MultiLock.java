@@ -644,17 +644,6 @@ final class MultiLock extends CompositeLock {
   }
 
 
-  @Override
-  void giveBackSection() {
-    long threadId = Thread.currentThread().getId();
-    try {
-      unlock();
-    } catch (LockException e) {
-      owedOnMembers(threadId);
-      throw e;
-    }
-  }
-
   /**
    * Turns what a failed unlock() of the thread's left owed into give-backs of its members, as
    * {@link CompositeLock#giveBackSection()} says: a member of this library gives its section back
@@ -662,7 +651,8 @@ final class MultiLock extends CompositeLock {
    * same member by member. A lock of another implementation cannot owe on a hold: its unlock()
    * stays in the record, which the thread's next unlock() of this multi-lock finishes (a limit).
    */
-  private void owedOnMembers(long threadId) {
+  @Override
+  void owedOnMembers(long threadId) {
     OwedKey key = new OwedKey(identities, threadId);
     Owed owed = takeOwed(key);
     if (owed == null) {

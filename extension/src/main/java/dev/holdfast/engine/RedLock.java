@@ -414,22 +414,12 @@ final class RedLock extends CompositeLock {
     throw thrown;
   }
 
-  @Override
-  void giveBackSection() {
-    long threadId = Thread.currentThread().getId();
-    try {
-      unlock();
-    } catch (LockException e) {
-      owedOnMembers(threadId);
-      throw e;
-    }
-  }
-
   /**
    * Turns what a failed unlock() of the thread's left owed into give-backs of its members: each
    * release still owed is tried once more and, failing again, owed on that member's hold
    * ({@link MultiLock.Due#giveBack}). No record is left for the thread's next unlock().
    */
+  @Override
   void owedOnMembers(long threadId) {
     MultiLock.Due owed = ThreadRecord.take(unfinishedStores(), threadKey(threadId));
     if (owed != null) {
