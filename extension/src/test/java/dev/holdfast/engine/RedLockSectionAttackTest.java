@@ -8,18 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
-import dev.holdfast.LockClient;
-import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
 import java.time.Duration;
-import java.io.IOException;
-import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Predicate;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -33,48 +25,7 @@ import org.junit.jupiter.api.Timeout;
  * RedLock of the same members whenever it can.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
-class RedLockSectionAttackTest extends ProxiedClientFixture {
-
-  private static final String OOM =
-      "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
-
-  private CommandProxy commands;
-  private LockClient b;
-  private LossRecorder losses;
-  private DistributedLock red;
-  private DistributedLock rivalRed;
-
-  @BeforeEach
-  void startCommandProxy() throws IOException {
-    commands = new CommandProxy(redis.server().port());
-    b = clients.create(Map.of(LockClientConfig.ADDRESS, commands.uri(),
-        LockClientConfig.TIMEOUT, "2s", LockClientConfig.WATCHDOG_TIMEOUT, "30s"));
-    DistributedLock warm = b.getLock("warm"); // scripts loaded
-    warm.lock();
-    warm.lock();
-    warm.unlock();
-    warm.unlock();
-    losses = LossRecorder.on(b);
-    red = b.getRedLock(b.getLock("q0"), b.getLock("q1"), b.getLock("q2"));
-    rivalRed = rival.getRedLock(rival.getLock("q0"), rival.getLock("q1"), rival.getLock("q2"));
-  }
-
-  @AfterEach
-  void stopCommandProxy() {
-    commands.releaseAll();
-    commands.close();
-  }
-
-  /** A script call (EVAL/EVALSHA) naming {@code key}. */
-  private static Predicate<List<String>> scriptOn(String key) {
-    return args -> {
-      if (!args.get(0).toUpperCase(Locale.ROOT).startsWith("EVAL")) {
-        return false;
-      }
-      int end = args.indexOf(CommandProxy.AFTER);
-      return args.subList(0, end < 0 ? args.size() : end).contains(key);
-    };
-  }
+class RedLockSectionAttackTest extends ProxiedRedLockFixture {
 
   /** The outer section on q0 + q2 (q1 held by a rival meanwhile). */
   private void outerOnQ0AndQ2() {

@@ -8,17 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockClient;
-import dev.holdfast.LockClientConfig;
 import dev.holdfast.LockException;
-import java.io.IOException;
 import java.util.List;
-import java.util.Locale;
-import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Predicate;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -31,46 +23,7 @@ import org.junit.jupiter.api.Timeout;
  * ({@code -OOM}: not run).
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
-class RedLockSectionRecordAttackTest extends ProxiedClientFixture {
-
-  private static final String OOM =
-      "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
-
-  private CommandProxy commands;
-  private LockClient b;
-  private LossRecorder losses;
-  private DistributedLock red;
-
-  @BeforeEach
-  void startCommandProxy() throws IOException {
-    commands = new CommandProxy(redis.server().port());
-    b = clients.create(Map.of(LockClientConfig.ADDRESS, commands.uri(),
-        LockClientConfig.TIMEOUT, "2s", LockClientConfig.WATCHDOG_TIMEOUT, "30s"));
-    DistributedLock warm = b.getLock("warm"); // scripts loaded
-    warm.lock();
-    warm.lock();
-    warm.unlock();
-    warm.unlock();
-    losses = LossRecorder.on(b);
-    red = b.getRedLock(b.getLock("q0"), b.getLock("q1"), b.getLock("q2"));
-  }
-
-  @AfterEach
-  void stopCommandProxy() {
-    commands.releaseAll();
-    commands.close();
-  }
-
-  /** A script call (EVAL/EVALSHA) naming {@code key}. */
-  private static Predicate<List<String>> scriptOn(String key) {
-    return args -> {
-      if (!args.get(0).toUpperCase(Locale.ROOT).startsWith("EVAL")) {
-        return false;
-      }
-      int end = args.indexOf(CommandProxy.AFTER);
-      return args.subList(0, end < 0 ? args.size() : end).contains(key);
-    };
-  }
+class RedLockSectionRecordAttackTest extends ProxiedRedLockFixture {
 
   /** The thread takes {@link #red} with q0's vote refused (OOM): its section is q1 + q2. */
   private void takeRedWithoutQ0() {
@@ -79,23 +32,6 @@ class RedLockSectionRecordAttackTest extends ProxiedClientFixture {
     assertNull(count("q0", b));
     assertEquals("1", count("q1", b));
     assertEquals("1", count("q2", b));
-  }
-
-  /** The {@code n}th script call (EVAL/EVALSHA) naming {@code key}, counted from arming. */
-  private static Predicate<List<String>> nthScriptOn(String key, int n) {
-    Predicate<List<String>> script = scriptOn(key);
-    AtomicInteger seen = new AtomicInteger();
-    return args -> script.test(args) && seen.incrementAndGet() == n;
-  }
-
-  /** Whether a rival client could take {@code key} alone right now (released again if so). */
-  private boolean rivalTakes(String key) {
-    DistributedLock l = rival.getLock(key);
-    boolean took = l.tryLock();
-    if (took) {
-      l.unlock();
-    }
-    return took;
   }
 
   /**
