@@ -202,12 +202,16 @@ public final class LockClient implements AutoCloseable {
    *   <li>Without a lease each server's lock is renewed by its own client's watchdog, and the
    *       hold is believed while a majority of them is held: losing a minority does not end
    *       it.</li>
-   *   <li>{@code unlock()} releases every server's lock; it succeeds when a majority was
-   *       released, and throws {@link IllegalMonitorStateException} when a majority answered
-   *       that this thread does not hold them, else {@link LockException}.</li>
+   *   <li>{@code unlock()} releases the servers whose votes the matching acquisition won (a
+   *       server that refused its vote is left alone: the thread may hold that lock otherwise);
+   *       it succeeds when a majority was released, and throws
+   *       {@link IllegalMonitorStateException} when the thread has no acquisition of it open or
+   *       a majority answered that this thread does not hold them, else
+   *       {@link LockException}.</li>
    *   <li>Queries count servers: {@code isLocked()} and {@code isHeldByCurrentThread()} are true
-   *       when a majority says so; {@code getHoldCount()} and {@code remainTimeToLive()} give the
-   *       value a majority has at least ({@code -2}: fewer than a majority held); a query throws
+   *       when a majority says so; {@code remainTimeToLive()} gives the value a majority has at
+   *       least ({@code -2}: fewer than a majority held); {@code getHoldCount()} is the number of
+   *       the thread's acquisitions open while it holds a majority, else 0; a query throws
    *       {@link LockException} when too few servers answer to tell. {@code forceUnlock()}
    *       force-unlocks every server. {@code getName()} is the shared name.</li>
    *   <li>No {@link LockHold}: {@link DistributedLock#acquire acquire} and
