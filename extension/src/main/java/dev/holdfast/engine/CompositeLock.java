@@ -111,19 +111,40 @@ abstract class CompositeLock implements DistributedLock {
    * the record that the thread's next unlock() finishes <em>instead of</em> closing a section
    * (that section is not the application's): each member release still owed is tried once
    * more and, failing again, owed on that member's hold, finished by the thread's next call on
-   * the member — before its own. Calling thread only.
+   * the member — before its own. If that acquisition finished a failed unlock() of the
+   * thread's (as an acquisition does once it holds), the failed unlock() stays finished: the
+   * thread's retry of it, as its contract asks, returns without closing a section
+   * ({@link #settleFinishedUnlock}). Calling thread only.
    *
    * @throws RuntimeException what {@link #unlock()} threw
    */
   final void giveBackSection() {
     long threadId = Thread.currentThread().getId();
+    boolean finishedAFailedUnlock = newestFinishedAFailedUnlock(threadId);
     try {
       unlock();
     } catch (LockException e) {
       owedOnMembers(threadId); // only a LockException leaves a record to call again for
       throw e;
+    } finally {
+      if (finishedAFailedUnlock) {
+        settleFinishedUnlock(threadId);
+      }
     }
   }
+
+  /**
+   * {@return whether the thread's newest open acquisition of this lock finished a failed
+   * unlock() of the thread's (which the thread may still call again)}
+   */
+  abstract boolean newestFinishedAFailedUnlock(long threadId);
+
+  /**
+   * Records that the thread's failed unlock() was finished, by an acquisition since given back:
+   * the thread's next unlock() returns at once, closing nothing (its next acquisition drops the
+   * record).
+   */
+  abstract void settleFinishedUnlock(long threadId);
 
   /**
    * Turns what a failed unlock() of the thread's left owed into give-backs of the members (see

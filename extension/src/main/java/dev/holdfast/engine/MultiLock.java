@@ -60,6 +60,14 @@ final class MultiLock extends CompositeLock {
   private final boolean foreignInside;
   /** Where records owing another implementation's lock are kept. */
   private static final Map<OwedKey, ThreadRecord<Owed>> UNOWNED = new ConcurrentHashMap<>();
+  /**
+   * The record left by an acquisition that finished a failed unlock() (identity matters): that
+   * acquisition is the thread's newest, and the thread's next unlock() closes it as usual; if it
+   * is given back instead ({@link CompositeLock#giveBackSection()}), the record becomes one
+   * that owes nothing, and that unlock() returns at once.
+   */
+  private static final Owed FINISHED_BY_NEWEST =
+      new Owed(List.of(), List.of(), List.of(), List.of());
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
 
@@ -358,18 +366,23 @@ final class MultiLock extends CompositeLock {
     OwedKey key = new OwedKey(identities, threadId);
     // What a failed unlock() left is carried through the acquisition, looked up once: finished
     // if it succeeds, kept otherwise (it may never have reached a member still owed).
-    Owed owed = retryOwedElsewhere(key, takeOwed(key));
+    Owed taken = takeOwed(key);
+    boolean marker = taken == FINISHED_BY_NEWEST;
+    Owed owed = marker ? null : retryOwedElsewhere(key, taken);
     boolean acquired = false;
     try {
       acquired = acquireMembers(waitNanos, leaseMillis, interruptible);
       return acquired;
     } finally {
-      if (owed != null) {
-        if (acquired) {
+      if (acquired && taken != null && !marker) {
+        if (owed != null) {
           finishOwed(owed, threadId);
-        } else {
-          keepOwed(key, owed);
         }
+        keepOwed(key, FINISHED_BY_NEWEST);
+      } else if (!acquired && taken != null) {
+        // Kept for the retry the contract asks for, as far as it is left: all of it finished
+        // before the acquisition leaves a record that owes nothing.
+        keepOwed(key, owed != null ? owed : marker ? FINISHED_BY_NEWEST : settled());
       }
     }
   }
@@ -473,6 +486,9 @@ final class MultiLock extends CompositeLock {
   public void unlock() {
     long threadId = Thread.currentThread().getId();
     Owed rest = takeOwed(new OwedKey(identities, threadId));
+    if (rest == FINISHED_BY_NEWEST) {
+      rest = null; // the newest acquisition finished the failed unlock: this one closes it
+    }
     // A member whose owed hold is done meanwhile (settled, released, its client closed) has
     // nothing left to release: a newer hold of it is not the multi-lock's.
     List<Due> retries = rest == null ? null
@@ -655,7 +671,10 @@ final class MultiLock extends CompositeLock {
   void owedOnMembers(long threadId) {
     OwedKey key = new OwedKey(identities, threadId);
     Owed owed = takeOwed(key);
-    if (owed == null) {
+    if (owed == null || owed == FINISHED_BY_NEWEST) {
+      if (owed != null) {
+        keepOwed(key, owed);
+      }
       return;
     }
     List<Due> foreign = new ArrayList<>();
@@ -672,6 +691,21 @@ final class MultiLock extends CompositeLock {
       keepOwed(key, new Owed(List.copyOf(foreign), owed.released(), owed.notHeld(),
           owed.notHeldMembers()));
     }
+  }
+
+  @Override
+  boolean newestFinishedAFailedUnlock(long threadId) {
+    return findOwed(new OwedKey(identities, threadId)) == FINISHED_BY_NEWEST;
+  }
+
+  @Override
+  void settleFinishedUnlock(long threadId) {
+    keepOwed(new OwedKey(identities, threadId), settled());
+  }
+
+  /** {@return a record that owes nothing: the thread's next unlock() returns at once} */
+  private static Owed settled() {
+    return new Owed(List.of(), List.of(), List.of(), List.of());
   }
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
@@ -697,9 +731,18 @@ final class MultiLock extends CompositeLock {
    * it, or null: a store whose client was closed has dropped it, the others still have it.
    */
   private Owed takeOwed(OwedKey key) {
+    return ThreadRecord.take(allStores(), key);
+  }
+
+  /** {@return the thread's record, left in place, or null} */
+  private Owed findOwed(OwedKey key) {
+    return ThreadRecord.find(allStores(), key);
+  }
+
+  private List<Map<OwedKey, ThreadRecord<Owed>>> allStores() {
     List<Map<OwedKey, ThreadRecord<Owed>>> stores = new ArrayList<>(engineStores());
     stores.add(0, UNOWNED);
-    return ThreadRecord.take(stores, key);
+    return stores;
   }
 
   /**
@@ -820,8 +863,7 @@ final class MultiLock extends CompositeLock {
 
   /** {@return whether a failed unlock() of the thread's is still recorded (not finished)} */
   boolean owes(long threadId) {
-    OwedKey key = new OwedKey(identities, threadId);
-    return UNOWNED.containsKey(key)
-        || engineStores().stream().anyMatch(store -> store.containsKey(key));
+    Owed owed = findOwed(new OwedKey(identities, threadId));
+    return owed != null && owed != FINISHED_BY_NEWEST;
   }
 }

@@ -43,6 +43,20 @@ final class RedLock extends CompositeLock {
   private static final long RETRY_MIN_MILLIS = 20;
   private static final long RETRY_SPREAD_MILLIS = 80;
 
+  /**
+   * The record left by an acquisition that finished a failed unlock() (identity matters): the
+   * thread's next unlock() closes that acquisition as usual; if it is given back instead, the
+   * record becomes {@link #SETTLED}.
+   */
+  private static final MultiLock.Due FINISHED_BY_NEWEST =
+      new MultiLock.Due(null, null, null, MultiLock.Due.Outcome.RELEASED, List.of());
+  /**
+   * The record of a failed unlock() finished by an acquisition given back since (identity
+   * matters): the thread's next unlock() returns at once, closing nothing.
+   */
+  private static final MultiLock.Due SETTLED =
+      new MultiLock.Due(null, null, null, MultiLock.Due.Outcome.RELEASED, List.of());
+
   private final LockGroup group;
   private final int quorum;
   /** The shortest watchdog timeout of the members' clients: the lease of a watchdog hold. */
@@ -122,10 +136,11 @@ final class RedLock extends CompositeLock {
       return acquired;
     } finally {
       if (unfinished != null) {
-        if (acquired) {
+        if (!acquired) {
+          keepUnfinished(key, unfinished);
+        } else if (unfinished != FINISHED_BY_NEWEST && unfinished != SETTLED) {
           unfinished.giveBack(threadId); // what stays owed, on its member's hold
-        } else {
-          ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(unfinished));
+          keepUnfinished(key, FINISHED_BY_NEWEST);
         }
       }
     }
@@ -296,7 +311,10 @@ final class RedLock extends CompositeLock {
     long threadId = Thread.currentThread().getId();
     MultiLock.OwedKey key = threadKey(threadId);
     MultiLock.Due unfinished = ThreadRecord.take(unfinishedStores(), key);
-    if (unfinished != null) {
+    if (unfinished == SETTLED) {
+      return; // finished by an acquisition given back since
+    }
+    if (unfinished != null && unfinished != FINISHED_BY_NEWEST) {
       // The retry of a failed unlock(): only the members whose release failed and is still owed
       // get it again (one released then is not released twice, one taken alone since is the
       // thread's own). That unlock() closed its section already.
@@ -305,7 +323,7 @@ final class RedLock extends CompositeLock {
         return;
       }
       if (retry.left() != null) {
-        ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(retry.left()));
+        keepUnfinished(key, retry.left());
       }
       throw retry.failure();
     }
@@ -403,7 +421,7 @@ final class RedLock extends CompositeLock {
     if (!onlyNotHeld) {
       MultiLock.Due left = MultiLock.Due.left(this, threadId, before);
       if (left != null) {
-        ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(left));
+        keepUnfinished(key, left);
       }
     }
     for (RuntimeException e : failures) {
@@ -421,10 +439,27 @@ final class RedLock extends CompositeLock {
    */
   @Override
   void owedOnMembers(long threadId) {
-    MultiLock.Due owed = ThreadRecord.take(unfinishedStores(), threadKey(threadId));
-    if (owed != null) {
+    MultiLock.OwedKey key = threadKey(threadId);
+    MultiLock.Due owed = ThreadRecord.take(unfinishedStores(), key);
+    if (owed == FINISHED_BY_NEWEST || owed == SETTLED) {
+      keepUnfinished(key, owed);
+    } else if (owed != null) {
       owed.giveBack(threadId);
     }
+  }
+
+  @Override
+  boolean newestFinishedAFailedUnlock(long threadId) {
+    return ThreadRecord.find(unfinishedStores(), threadKey(threadId)) == FINISHED_BY_NEWEST;
+  }
+
+  @Override
+  void settleFinishedUnlock(long threadId) {
+    keepUnfinished(threadKey(threadId), SETTLED);
+  }
+
+  private void keepUnfinished(MultiLock.OwedKey key, MultiLock.Due record) {
+    ThreadRecord.keep(unfinishedStores(), key, ThreadRecord.ofCurrentThread(record));
   }
 
   /**

@@ -947,8 +947,9 @@ final class RedisLock implements FencedLock {
    * acquisition ({@link MultiLock}) that gives up: an unlock, except that when this was the
    * thread's only section — taken by that acquisition, never seen by the application — and it
    * is found gone (force-unlocked, expired), nothing is reported: the thread never held the
-   * composite lock, and what it asked for (the member released) is done. Otherwise exactly
-   * {@link #unlock()}.
+   * composite lock, and what it asked for (the member released) is done; and when that release
+   * fails (refused), the hold ends as a final release in doubt does ({@link #oweFailedRelease}):
+   * nobody will unlock it. Otherwise exactly {@link #unlock()}.
    */
   void giveBack() {
     long threadId = Thread.currentThread().getId();
@@ -961,6 +962,9 @@ final class RedisLock implements FencedLock {
       release(threadId, false);
     } catch (IllegalMonitorStateException e) {
       // Lost while the acquisition went on (reported then): nothing is left to give back.
+    } catch (RuntimeException e) {
+      oweFailedRelease(threadId, 1);
+      throw e;
     }
   }
 
@@ -977,22 +981,23 @@ final class RedisLock implements FencedLock {
 
   /**
    * An unlock of the section a composite acquisition took; if it fails while the hold still
-   * counts that section (and others: a final release in doubt ends the hold instead), the
-   * section is marked owed on the hold ({@link Hold#giveBackOwed()}): the application does not
-   * know of it and will not unlock it, so the thread's next call on this lock finishes it first.
+   * counts that section, the application does not know of it and will not unlock it
+   * ({@link #oweFailedRelease}): with other sections it is marked owed on the hold
+   * ({@link Hold#giveBackOwed()}), finished by the thread's next call on this lock; if it was
+   * the hold's last (a final release refused), the hold ends as a final release in doubt does.
    */
   private void returnTaken(long threadId) {
     Hold hold = holdOf(threadId);
     if (hold != null && hold.giveBackOwed()) {
       hold = finishGiveBack(hold, threadId); // an earlier one first, so the count below is ours
     }
-    int before = hold == null ? 0 : hold.count();
+    int before = releaseStartsFrom(hold);
     try {
       release(threadId, true);
     } catch (IllegalMonitorStateException e) {
       throw e; // lost (its section closed): nothing is owed
     } catch (RuntimeException e) {
-      owedIfStillCounted(hold, before);
+      oweFailedRelease(threadId, before);
       throw e;
     }
   }

@@ -920,7 +920,7 @@ final class ModelJudge {
     f.put("outcomes", count(calls, ModelEvent::outcome));
     f.put("operations by kind", count(calls, c -> family(c.op())));
     f.put("acquisitions (new holds)", Integer.toString(episodes.size()));
-    f.put("multi-lock members taken alone before an unlock retry", Long.toString(
+    f.put("multi-lock members taken alone before an unlock", Long.toString(
         episodes.values().stream()
             .filter(e -> e.begin().lock().equals(ModelLocks.RETAKEN_MEMBER)).count()));
     f.put("re-acquisitions finishing a failed unlock (multi-lock / RedLock)",

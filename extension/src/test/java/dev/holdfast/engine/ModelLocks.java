@@ -24,7 +24,8 @@ import java.util.Set;
  *       that the actors' rule "take another lock only if its key is higher" allows write then
  *       read (the contract's downgrade) and never read then write (an upgrade, refused);</li>
  *   <li>{@value #MULTI}: a multi-lock ({@link LockClient#getMultiLock}) over the exclusive locks
- *       {@code n0} and {@code n1}, which nothing else takes — but for {@value #RETAKEN_MEMBER},
+ *       {@code n0} (inside a nested multi-lock of its own, so that rounds give a composite back)
+ *       and {@code n1}, which nothing else takes — but for {@value #RETAKEN_MEMBER},
  *       taken alone now and then before an unlock of the multi-lock (its first try, or the
  *       retry of a failed one);</li>
  *   <li>{@value #RED}: a RedLock ({@link LockClient#getRedLock}) over the exclusive locks
@@ -67,8 +68,10 @@ final class ModelLocks {
   /** A handle of {@code client} on the lock {@code key} names. No I/O. */
   static DistributedLock handle(LockClient client, String key) {
     if (key.equals(MULTI)) {
-      return client.getMultiLock(MULTI_MEMBERS.stream().map(client::getLock)
-          .toArray(DistributedLock[]::new));
+      // n0 inside a nested multi-lock: a round that took it and finds n1 busy gives a
+      // composite back (CompositeLock#giveBackSection); exclusion is the same as {n0, n1}.
+      return client.getMultiLock(client.getMultiLock(client.getLock(MULTI_MEMBERS.get(0))),
+          client.getLock(MULTI_MEMBERS.get(1)));
     }
     if (key.equals(RED)) {
       return client.getRedLock(RED_MEMBERS.stream().map(client::getLock)

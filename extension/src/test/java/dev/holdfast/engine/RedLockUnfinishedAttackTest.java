@@ -121,8 +121,9 @@ class RedLockUnfinishedAttackTest extends ProxiedClientFixture {
     DistributedLock same = a.getRedLock(b.getLock("oh-2"), a.getLock("oh-0"),
         b.getLock("oh-1"));
     assertTrue(same.tryLock());
-    assertTrue(Clients.engine(a).redLockUnfinished().isEmpty(), "dropped in a");
-    assertTrue(Clients.engine(b).redLockUnfinished().isEmpty(), "dropped in b");
+    // What may stay is the mark "the newest acquisition finished it" (it names no lock).
+    assertTrue(noFailedUnlockRecorded(a), "dropped in a");
+    assertTrue(noFailedUnlockRecorded(b), "dropped in b");
     assertEquals("2", count("oh-0", a));
     assertEquals("2", count("oh-1", b));
     red.unlock();
@@ -212,5 +213,11 @@ class RedLockUnfinishedAttackTest extends ProxiedClientFixture {
     alone.unlock();
     red.unlock();
     awaitFree("na-0", "na-1", "na-2");
+  }
+
+  /** Whether no record of a failed RedLock unlock() still to finish is kept by the client. */
+  private static boolean noFailedUnlockRecorded(LockClient client) {
+    return Clients.engine(client).redLockUnfinished().values().stream()
+        .allMatch(r -> r.value().member() == null);
   }
 }
