@@ -125,8 +125,9 @@ final class RedLock extends CompositeLock {
     // Acquired again before a failed unlock() was called again (through any handle of these
     // members, or a multi-lock holding one): once this acquisition holds, the sections that
     // unlock() left counted are given back — a member whose release never ran owes it on its
-    // own hold no more than the record says. If it does not hold, the record stays for the
-    // retry the contract asks for.
+    // own hold no more than the record says — and the mark FINISHED_BY_NEWEST is left, in case
+    // another composite's round gives this acquisition back. If it does not hold, the record
+    // stays for the retry the contract asks for. A mark of an older acquisition is dropped.
     long threadId = Thread.currentThread().getId();
     MultiLock.OwedKey key = threadKey(threadId);
     MultiLock.Due unfinished = ThreadRecord.take(unfinishedStores(), key);
