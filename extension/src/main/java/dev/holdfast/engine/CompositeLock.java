@@ -2,6 +2,11 @@ package dev.holdfast.engine;
 
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import dev.holdfast.LockHold;
 import java.time.Duration;
 import java.util.concurrent.CompletionStage;
@@ -111,33 +116,92 @@ abstract class CompositeLock implements DistributedLock {
    * the record that the thread's next unlock() finishes <em>instead of</em> closing a section
    * (that section is not the application's): each member release still owed is tried once
    * more and, failing again, owed on that member's hold, finished by the thread's next call on
-   * the member — before its own. If that acquisition finished a failed unlock() of the
-   * thread's (as an acquisition does once it holds), the failed unlock() stays finished: the
-   * thread's retry of it, as its contract asks, returns without closing a section
-   * ({@link #settleFinishedUnlock}). Calling thread only.
+   * the member — before its own; a composite member of a multi-lock is given back the same way.
+   * If an acquisition finished a failed unlock() of the thread's (as an acquisition does once
+   * it holds, leaving a mark), the failed unlock() stays finished: the thread's retry of it, as
+   * its contract asks, returns without closing a section ({@link #settleFinishedUnlock}).
+   * Calling thread only.
    *
    * @throws RuntimeException what {@link #unlock()} threw
    */
   final void giveBackSection() {
     long threadId = Thread.currentThread().getId();
-    boolean finishedAFailedUnlock = newestFinishedAFailedUnlock(threadId);
+    Deque<Section> open = openSections(threadId);
+    Section newest = open == null ? null : open.peek();
+    boolean settled = takeSettled(threadId); // set aside, so that unlock() closes the section
     try {
-      unlock();
+      unlockGivingBack();
     } catch (LockException e) {
       owedOnMembers(threadId); // only a LockException leaves a record to call again for
       throw e;
     } finally {
-      if (finishedAFailedUnlock) {
+      if (settled || (newest != null && newest.finishedAFailedUnlock())) {
         settleFinishedUnlock(threadId);
       }
     }
   }
 
   /**
-   * {@return whether the thread's newest open acquisition of this lock finished a failed
-   * unlock() of the thread's (which the thread may still call again)}
+   * One open acquisition of a composite lock by a thread, which one unlock() closes.
+   *
+   * @param won the identities of the members it won ({@link LockGroup#identity}; a RedLock's
+   *     acquisition may win a majority only), or null for all of them
+   * @param finishedAFailedUnlock whether it finished a failed unlock() of the thread's (its
+   *     record, or a settled one), which the thread must not do again if this acquisition is
+   *     given back ({@link #giveBackSection()})
    */
-  abstract boolean newestFinishedAFailedUnlock(long threadId);
+  record Section(Set<Object> won, boolean finishedAFailedUnlock) {
+  }
+
+  /** {@return the stores of the thread's open sections of this lock: one per open client} */
+  abstract List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Section>>>> sectionStores();
+
+  /** {@return the key of the thread's records of this lock (its identity and the thread)} */
+  abstract MultiLock.OwedKey sectionKey(long threadId);
+
+  /** Opens the thread's newest section, after an acquisition. */
+  final void openSection(long threadId, Section section) {
+    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Section>>>> stores = sectionStores();
+    MultiLock.OwedKey key = sectionKey(threadId);
+    Deque<Section> open = ThreadRecord.find(stores, key);
+    if (open == null) {
+      open = new ArrayDeque<>();
+      ThreadRecord.keep(stores, key, ThreadRecord.ofCurrentThread(open));
+    }
+    open.push(section);
+  }
+
+  /** {@return the thread's open sections, newest first, or null if none} */
+  final Deque<Section> openSections(long threadId) {
+    Deque<Section> open = ThreadRecord.find(sectionStores(), sectionKey(threadId));
+    return open == null || open.isEmpty() ? null : open;
+  }
+
+  /** Closes the thread's newest section; the last one drops the record. */
+  final void closeSection(long threadId) {
+    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Section>>>> stores = sectionStores();
+    MultiLock.OwedKey key = sectionKey(threadId);
+    Deque<Section> open = ThreadRecord.find(stores, key);
+    if (open != null) {
+      open.poll();
+      if (open.isEmpty()) {
+        ThreadRecord.take(stores, key);
+      }
+    }
+  }
+
+  /** {@link #unlock()} as {@link #giveBackSection()} runs it. */
+  void unlockGivingBack() {
+    unlock();
+  }
+
+  /**
+   * Removes the thread's settled record ({@link #settleFinishedUnlock}), leaving any other record
+   * in place.
+   *
+   * @return whether there was one
+   */
+  abstract boolean takeSettled(long threadId);
 
   /**
    * Records that the thread's failed unlock() was finished, by an acquisition since given back:

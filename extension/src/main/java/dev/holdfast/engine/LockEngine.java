@@ -85,8 +85,11 @@ public final class LockEngine implements AutoCloseable {
   /** What failed RedLock unlocks left ({@link RedLock}); dropped on close. */
   private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<MultiLock.Due>> redLockUnfinished =
       new ConcurrentHashMap<>();
+  /** The multi-lock sections open per multi-lock and thread ({@link MultiLock}); dropped on close. */
+  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<CompositeLock.Section>>>
+      multiLockSections = new ConcurrentHashMap<>();
   /** The RedLock sections open per RedLock and thread ({@link RedLock}); dropped on close. */
-  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>
+  private final ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<CompositeLock.Section>>>
       redLockSections = new ConcurrentHashMap<>();
   private final CopyOnWriteArrayList<Consumer<? super LockAtRisk>> atRiskListeners =
       new CopyOnWriteArrayList<>();
@@ -308,6 +311,7 @@ public final class LockEngine implements AutoCloseable {
     multiLockOwed.clear();
     redLockUnfinished.clear();
     redLockSections.clear();
+    multiLockSections.clear();
     sealBeforeClose();
     observer.close();
     scheduler.shutdownNow();
@@ -451,8 +455,14 @@ public final class LockEngine implements AutoCloseable {
    * The RedLock sections with a member of this client that each thread has open, per RedLock
    * ({@link RedLock#unlock()}); cleared on close, when nothing of this client is held any more.
    */
-  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>> redLockSections() {
+  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<CompositeLock.Section>>> redLockSections() {
     return redLockSections;
+  }
+
+  /** As {@link #redLockSections()}, for multi-locks with a lock of this client. */
+  ConcurrentMap<MultiLock.OwedKey, ThreadRecord<Deque<CompositeLock.Section>>>
+      multiLockSections() {
+    return multiLockSections;
   }
 
   long watchdogMillis() {

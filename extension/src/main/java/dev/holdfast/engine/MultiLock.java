@@ -4,6 +4,7 @@ import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.Deque;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -60,14 +61,14 @@ final class MultiLock extends CompositeLock {
   private final boolean foreignInside;
   /** Where records owing another implementation's lock are kept. */
   private static final Map<OwedKey, ThreadRecord<Owed>> UNOWNED = new ConcurrentHashMap<>();
+  /** Where the open sections of a multi-lock with another implementation's lock are kept. */
+  private static final Map<OwedKey, ThreadRecord<Deque<Section>>> UNOWNED_SECTIONS =
+      new ConcurrentHashMap<>();
   /**
-   * The record left by an acquisition that finished a failed unlock() (identity matters): that
-   * acquisition is the thread's newest, and the thread's next unlock() closes it as usual; if it
-   * is given back instead ({@link CompositeLock#giveBackSection()}), the record becomes one
-   * that owes nothing, and that unlock() returns at once.
+   * The record of a failed unlock() finished by an acquisition given back since (identity
+   * matters; it owes nothing): the thread's next unlock() returns at once.
    */
-  private static final Owed FINISHED_BY_NEWEST =
-      new Owed(List.of(), List.of(), List.of(), List.of());
+  private static final Owed SETTLED = new Owed(List.of(), List.of(), List.of(), List.of());
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
 
@@ -367,22 +368,22 @@ final class MultiLock extends CompositeLock {
     // What a failed unlock() left is carried through the acquisition, looked up once: finished
     // if it succeeds, kept otherwise (it may never have reached a member still owed).
     Owed taken = takeOwed(key);
-    boolean marker = taken == FINISHED_BY_NEWEST;
-    Owed owed = marker ? null : retryOwedElsewhere(key, taken);
+    Owed owed = taken == SETTLED ? null : retryOwedElsewhere(key, taken);
     boolean acquired = false;
     try {
       acquired = acquireMembers(waitNanos, leaseMillis, interruptible);
       return acquired;
     } finally {
-      if (acquired && taken != null && !marker) {
+      if (acquired) {
         if (owed != null) {
           finishOwed(owed, threadId);
         }
-        keepOwed(key, FINISHED_BY_NEWEST);
-      } else if (!acquired && taken != null) {
+        // Its section says whether it finished a failed unlock, in case it is given back.
+        openSection(threadId, new Section(null, taken != null));
+      } else if (taken != null) {
         // Kept for the retry the contract asks for, as far as it is left: all of it finished
         // before the acquisition leaves a record that owes nothing.
-        keepOwed(key, owed != null ? owed : marker ? FINISHED_BY_NEWEST : settled());
+        keepOwed(key, owed != null ? owed : SETTLED);
       }
     }
   }
@@ -484,10 +485,24 @@ final class MultiLock extends CompositeLock {
    */
   @Override
   public void unlock() {
+    unlock(false);
+  }
+
+  @Override
+  void unlockGivingBack() {
+    unlock(true);
+  }
+
+  /**
+   * {@link #unlock()}; {@code givingBack}: run by {@link #giveBackSection()}, which gives
+   * composite members back their own way (what they fail to release is owed on their members'
+   * holds, not in this record).
+   */
+  private void unlock(boolean givingBack) {
     long threadId = Thread.currentThread().getId();
     Owed rest = takeOwed(new OwedKey(identities, threadId));
-    if (rest == FINISHED_BY_NEWEST) {
-      rest = null; // the newest acquisition finished the failed unlock: this one closes it
+    if (rest == null) {
+      closeSection(threadId); // a retry finishes a failed unlock, which closed its section
     }
     // A member whose owed hold is done meanwhile (settled, released, its client closed) has
     // nothing left to release: a newer hold of it is not the multi-lock's.
@@ -509,18 +524,26 @@ final class MultiLock extends CompositeLock {
         m = order.get(i);
         Due.Before before = Due.before(m, threadId);
         try {
-          m.unlock();
+          if (givingBack && m instanceof CompositeLock c) {
+            c.giveBackSection();
+          } else {
+            m.unlock();
+          }
           outcome = null;
         } catch (IllegalMonitorStateException e) {
           // Not held (a RedLock lost on a majority keeps its other members' failed releases
           // owed on their holds itself)
           outcome = new Retry(e, null);
         } catch (RuntimeException e) {
-          // Not run (still held), or in doubt (ended, settled by its retry): either way the
-          // member's own unlock() is what finishes it, as for a single lock.
-          outcome = new Retry(e, Due.left(m, threadId, before));
-          if (m instanceof RedLock red) {
-            red.forgetUnfinished(threadId); // this record finishes it, part by part
+          if (givingBack && m instanceof CompositeLock) {
+            outcome = new Retry(e, null); // given back: owed on its members' holds
+          } else {
+            // Not run (still held), or in doubt (ended, settled by its retry): either way the
+            // member's own unlock() is what finishes it, as for a single lock.
+            outcome = new Retry(e, Due.left(m, threadId, before));
+            if (m instanceof RedLock red) {
+              red.forgetUnfinished(threadId); // this record finishes it, part by part
+            }
           }
         }
       } else {
@@ -671,7 +694,7 @@ final class MultiLock extends CompositeLock {
   void owedOnMembers(long threadId) {
     OwedKey key = new OwedKey(identities, threadId);
     Owed owed = takeOwed(key);
-    if (owed == null || owed == FINISHED_BY_NEWEST) {
+    if (owed == null || owed == SETTLED) {
       if (owed != null) {
         keepOwed(key, owed);
       }
@@ -694,18 +717,33 @@ final class MultiLock extends CompositeLock {
   }
 
   @Override
-  boolean newestFinishedAFailedUnlock(long threadId) {
-    return findOwed(new OwedKey(identities, threadId)) == FINISHED_BY_NEWEST;
+  List<Map<OwedKey, ThreadRecord<Deque<Section>>>> sectionStores() {
+    return foreignInside ? List.of(UNOWNED_SECTIONS) : owedEngines.stream()
+        .filter(e -> !e.closed())
+        .<Map<OwedKey, ThreadRecord<Deque<Section>>>>map(LockEngine::multiLockSections).toList();
+  }
+
+  @Override
+  OwedKey sectionKey(long threadId) {
+    return new OwedKey(identities, threadId);
+  }
+
+  @Override
+  boolean takeSettled(long threadId) {
+    OwedKey key = new OwedKey(identities, threadId);
+    Owed owed = takeOwed(key);
+    if (owed == SETTLED) {
+      return true;
+    }
+    if (owed != null) {
+      keepOwed(key, owed);
+    }
+    return false;
   }
 
   @Override
   void settleFinishedUnlock(long threadId) {
-    keepOwed(new OwedKey(identities, threadId), settled());
-  }
-
-  /** {@return a record that owes nothing: the thread's next unlock() returns at once} */
-  private static Owed settled() {
-    return new Owed(List.of(), List.of(), List.of(), List.of());
+    keepOwed(new OwedKey(identities, threadId), SETTLED);
   }
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
@@ -863,7 +901,6 @@ final class MultiLock extends CompositeLock {
 
   /** {@return whether a failed unlock() of the thread's is still recorded (not finished)} */
   boolean owes(long threadId) {
-    Owed owed = findOwed(new OwedKey(identities, threadId));
-    return owed != null && owed != FINISHED_BY_NEWEST;
+    return findOwed(new OwedKey(identities, threadId)) != null;
   }
 }

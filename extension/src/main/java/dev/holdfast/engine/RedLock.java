@@ -3,7 +3,6 @@ package dev.holdfast.engine;
 import dev.holdfast.DistributedLock;
 import dev.holdfast.LockException;
 import java.lang.System.Logger.Level;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
@@ -43,13 +42,6 @@ final class RedLock extends CompositeLock {
   private static final long RETRY_MIN_MILLIS = 20;
   private static final long RETRY_SPREAD_MILLIS = 80;
 
-  /**
-   * The record left by an acquisition that finished a failed unlock() (identity matters): the
-   * thread's next unlock() closes that acquisition as usual; if it is given back instead, the
-   * record becomes {@link #SETTLED}.
-   */
-  private static final MultiLock.Due FINISHED_BY_NEWEST =
-      new MultiLock.Due(null, null, null, MultiLock.Due.Outcome.RELEASED, List.of());
   /**
    * The record of a failed unlock() finished by an acquisition given back since (identity
    * matters): the thread's next unlock() returns at once, closing nothing.
@@ -125,29 +117,28 @@ final class RedLock extends CompositeLock {
     // Acquired again before a failed unlock() was called again (through any handle of these
     // members, or a multi-lock holding one): once this acquisition holds, the sections that
     // unlock() left counted are given back — a member whose release never ran owes it on its
-    // own hold no more than the record says — and the mark FINISHED_BY_NEWEST is left, in case
-    // another composite's round gives this acquisition back. If it does not hold, the record
-    // stays for the retry the contract asks for. A mark of an older acquisition is dropped.
+    // own hold no more than the record says; its section says so, in case another composite's
+    // round gives it back. If it does not hold, the record stays for the retry the contract
+    // asks for.
     long threadId = Thread.currentThread().getId();
     MultiLock.OwedKey key = threadKey(threadId);
     MultiLock.Due unfinished = ThreadRecord.take(unfinishedStores(), key);
     boolean acquired = false;
     try {
-      acquired = acquireRounds(key, waitNanos, leaseMillis, interruptible);
+      acquired = acquireRounds(unfinished != null, waitNanos, leaseMillis, interruptible);
       return acquired;
     } finally {
       if (unfinished != null) {
         if (!acquired) {
           keepUnfinished(key, unfinished);
-        } else if (unfinished != FINISHED_BY_NEWEST && unfinished != SETTLED) {
+        } else if (unfinished != SETTLED) {
           unfinished.giveBack(threadId); // what stays owed, on its member's hold
-          keepUnfinished(key, FINISHED_BY_NEWEST);
         }
       }
     }
   }
 
-  private boolean acquireRounds(MultiLock.OwedKey key, long waitNanos, long leaseMillis,
+  private boolean acquireRounds(boolean finishing, long waitNanos, long leaseMillis,
       boolean interruptible) throws InterruptedException {
     long lease = leaseMillis == NONE ? watchdogMillis : leaseMillis;
     long start = System.nanoTime();
@@ -181,7 +172,8 @@ final class RedLock extends CompositeLock {
         }
         long validity = validityMillis(lease, System.nanoTime() - roundStart);
         if (held.size() >= quorum && validity > 0) {
-          openSection(key, held);
+          openSection(Thread.currentThread().getId(), new Section(held.stream()
+              .map(LockGroup::identity).collect(Collectors.toUnmodifiableSet()), finishing));
           return true;
         }
         Throwable releaseFailure = LockGroup.releaseQuietly(held, null);
@@ -226,52 +218,22 @@ final class RedLock extends CompositeLock {
   }
 
   /**
-   * A round won with the votes {@code won}: the thread's new section, which the matching unlock()
-   * closes: the won members' identities ({@link LockGroup#identity}), since another handle of
-   * the same RedLock may name its members in another order. It is kept in the store of each
-   * member's open client, so that closing one client leaves it with the others.
-   */
-  private void openSection(MultiLock.OwedKey key, List<DistributedLock> won) {
-    Set<Object> section = won.stream().map(LockGroup::identity)
-        .collect(Collectors.toUnmodifiableSet());
-    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>> stores = sectionStores();
-    Deque<Set<Object>> open = ThreadRecord.find(stores, key);
-    if (open == null) {
-      open = new ArrayDeque<>();
-      ThreadRecord.keep(stores, key, ThreadRecord.ofCurrentThread(open));
-    }
-    open.push(section);
-  }
-
-  /**
    * {@return which of this handle's members the thread's newest open section of this RedLock won
    * (the ones its next unlock() releases), in this handle's order; null if the thread has none
    * open}
    */
   boolean[] newestSection(long threadId) {
-    Deque<Set<Object>> open = ThreadRecord.find(sectionStores(), threadKey(threadId));
-    Set<Object> newest = open == null ? null : open.peek();
-    if (newest == null) {
+    Deque<Section> open = openSections(threadId);
+    if (open == null) {
       return null;
     }
+    Set<Object> newest = open.peek().won();
     List<DistributedLock> members = group.members();
     boolean[] won = new boolean[members.size()];
     for (int i = 0; i < won.length; i++) {
       won[i] = newest.contains(LockGroup.identity(members.get(i)));
     }
     return won;
-  }
-
-  /** Closes the thread's newest open section (see {@link #newestSection}); the last drops the record. */
-  private void closeSection(MultiLock.OwedKey key) {
-    List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>> stores = sectionStores();
-    Deque<Set<Object>> open = ThreadRecord.find(stores, key);
-    if (open != null) {
-      open.poll();
-      if (open.isEmpty()) {
-        ThreadRecord.take(stores, key);
-      }
-    }
   }
 
   private LockException noMajority(List<RuntimeException> errors) {
@@ -315,7 +277,7 @@ final class RedLock extends CompositeLock {
     if (unfinished == SETTLED) {
       return; // finished by an acquisition given back since
     }
-    if (unfinished != null && unfinished != FINISHED_BY_NEWEST) {
+    if (unfinished != null) {
       // The retry of a failed unlock(): only the members whose release failed and is still owed
       // get it again (one released then is not released twice, one taken alone since is the
       // thread's own). That unlock() closed its section already.
@@ -335,7 +297,7 @@ final class RedLock extends CompositeLock {
       throw new IllegalMonitorStateException("RedLock " + getName() + " is not held by "
           + thread() + ": no acquisition of it by this thread is open");
     }
-    closeSection(key); // whatever follows: a failure's record owes only this section's members
+    closeSection(threadId); // whatever follows: a failure's record owes only this section's
     int released = 0;
     List<RuntimeException> failures = new ArrayList<>();
     List<Undone> undone = new ArrayList<>();
@@ -442,7 +404,7 @@ final class RedLock extends CompositeLock {
   void owedOnMembers(long threadId) {
     MultiLock.OwedKey key = threadKey(threadId);
     MultiLock.Due owed = ThreadRecord.take(unfinishedStores(), key);
-    if (owed == FINISHED_BY_NEWEST || owed == SETTLED) {
+    if (owed == SETTLED) {
       keepUnfinished(key, owed);
     } else if (owed != null) {
       owed.giveBack(threadId);
@@ -450,8 +412,16 @@ final class RedLock extends CompositeLock {
   }
 
   @Override
-  boolean newestFinishedAFailedUnlock(long threadId) {
-    return ThreadRecord.find(unfinishedStores(), threadKey(threadId)) == FINISHED_BY_NEWEST;
+  boolean takeSettled(long threadId) {
+    MultiLock.OwedKey key = threadKey(threadId);
+    MultiLock.Due record = ThreadRecord.take(unfinishedStores(), key);
+    if (record == SETTLED) {
+      return true;
+    }
+    if (record != null) {
+      keepUnfinished(key, record);
+    }
+    return false;
   }
 
   @Override
@@ -489,12 +459,16 @@ final class RedLock extends CompositeLock {
         .toList();
   }
 
-  /** {@return the stores of open sections' records (newest first)} */
-  private List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>> sectionStores() {
+  @Override
+  List<Map<MultiLock.OwedKey, ThreadRecord<Deque<Section>>>> sectionStores() {
     return openEngines()
-        .<Map<MultiLock.OwedKey, ThreadRecord<Deque<Set<Object>>>>>map(
-            LockEngine::redLockSections)
+        .<Map<MultiLock.OwedKey, ThreadRecord<Deque<Section>>>>map(LockEngine::redLockSections)
         .toList();
+  }
+
+  @Override
+  MultiLock.OwedKey sectionKey(long threadId) {
+    return threadKey(threadId);
   }
 
   /** A member whose inner release failed, and the count that release started from. */
@@ -549,9 +523,8 @@ final class RedLock extends CompositeLock {
    */
   @Override
   public int getHoldCount() {
-    Deque<Set<Object>> open = ThreadRecord.find(sectionStores(),
-        threadKey(Thread.currentThread().getId()));
-    return open == null || open.isEmpty() || !isHeldByCurrentThread() ? 0 : open.size();
+    Deque<Section> open = openSections(Thread.currentThread().getId());
+    return open == null || !isHeldByCurrentThread() ? 0 : open.size();
   }
 
   /**

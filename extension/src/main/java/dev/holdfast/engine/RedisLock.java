@@ -989,7 +989,13 @@ final class RedisLock implements FencedLock {
   private void returnTaken(long threadId) {
     Hold hold = holdOf(threadId);
     if (hold != null && hold.giveBackOwed()) {
-      hold = finishGiveBack(hold, threadId); // an earlier one first, so the count below is ours
+      Hold owing = hold;
+      try {
+        hold = finishGiveBack(hold, threadId); // an earlier one first, so the count is ours
+      } catch (RuntimeException e) {
+        oweFailedRelease(threadId, releaseStartsFrom(owing)); // this section is owed too
+        throw e;
+      }
     }
     int before = releaseStartsFrom(hold);
     try {
