@@ -118,7 +118,7 @@ abstract class CompositeLock implements DistributedLock {
    * more and, failing again, owed on that member's hold, finished by the thread's next call on
    * the member — before its own; a composite member of a multi-lock is given back the same way.
    * If an acquisition finished a failed unlock() of the thread's (as an acquisition does once
-   * it holds, leaving a mark), the failed unlock() stays finished: the thread's retry of it, as
+   * it holds; its {@link Section} says so), the failed unlock() stays finished: the thread's retry of it, as
    * its contract asks, returns without closing a section ({@link #settleFinishedUnlock}).
    * Calling thread only.
    *

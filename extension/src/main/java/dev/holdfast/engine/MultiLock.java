@@ -32,8 +32,9 @@ import java.util.stream.Stream;
  *
  * <p>Every member is used through {@link DistributedLock} on the calling thread (the locks are
  * thread-bound), so members may be of any kind and from any client. Thread-safe; the only state
- * is what a failed {@link #unlock()} still owes, per thread and set of members (shared by every
- * handle of the same members; see {@link #owedEngines} for where it is kept).
+ * is per thread and set of members (shared by every handle of the same members; see
+ * {@link #owedEngines} for where it is kept): what a failed {@link #unlock()} still owes, and
+ * the open acquisitions ({@link CompositeLock.Section}).
  */
 final class MultiLock extends CompositeLock {
   private static final System.Logger LOG = System.getLogger(MultiLock.class.getName());
