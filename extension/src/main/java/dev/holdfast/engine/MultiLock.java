@@ -69,7 +69,8 @@ final class MultiLock extends CompositeLock {
    * The record of a failed unlock() finished by an acquisition given back since (identity
    * matters; it owes nothing): the thread's next unlock() returns at once.
    */
-  private static final Owed SETTLED = new Owed(List.of(), List.of(), List.of(), List.of());
+  private static final Owed SETTLED =
+      new Owed(List.of(), List.of(), List.of(), List.of(), false);
   /** The members' identities ({@link LockGroup#identity}), in acquisition order. */
   private final List<Object> identities;
 
@@ -81,9 +82,14 @@ final class MultiLock extends CompositeLock {
    * What a failed unlock() left to do: the members still to release (acquisition order); the
    * members it released, whose holds may have been lost since (reported by the retry); and the
    * members it found not held (or lost) with their exceptions, reported when the rest is done.
+   * {@code givenBack}: left by a give-back ({@link CompositeLock#giveBackSection()}: releases of
+   * another implementation's locks, which cannot be owed on a hold), not by one of the
+   * application's unlocks: the thread's next unlock() finishes it first, then closes a section
+   * as usual, and an acquisition that finishes it did not finish a failed unlock of the
+   * application's.
    */
   record Owed(List<Due> due, List<Due> released, List<RuntimeException> notHeld,
-      List<DistributedLock> notHeldMembers) {
+      List<DistributedLock> notHeldMembers, boolean givenBack) {
   }
 
   /**
@@ -369,7 +375,7 @@ final class MultiLock extends CompositeLock {
     // What a failed unlock() left is carried through the acquisition, looked up once: finished
     // if it succeeds, kept otherwise (it may never have reached a member still owed).
     Owed taken = takeOwed(key);
-    Owed owed = taken == SETTLED ? null : retryOwedElsewhere(key, taken);
+    Owed owed = taken == SETTLED ? null : retryOwedElsewhere(key, taken, "acquired nothing");
     boolean acquired = false;
     try {
       acquired = acquireMembers(waitNanos, leaseMillis, interruptible);
@@ -380,7 +386,7 @@ final class MultiLock extends CompositeLock {
           finishOwed(owed, threadId);
         }
         // Its section says whether it finished a failed unlock, in case it is given back.
-        openSection(threadId, new Section(null, taken != null));
+        openSection(threadId, new Section(null, taken != null && !taken.givenBack()));
       } else if (taken != null) {
         // Kept for the retry the contract asks for, as far as it is left: all of it finished
         // before the acquisition leaves a record that owes nothing.
@@ -501,7 +507,15 @@ final class MultiLock extends CompositeLock {
    */
   private void unlock(boolean givingBack) {
     long threadId = Thread.currentThread().getId();
-    Owed rest = takeOwed(new OwedKey(identities, threadId));
+    OwedKey key = new OwedKey(identities, threadId);
+    Owed rest = takeOwed(key);
+    if (rest != null && rest.givenBack()) {
+      // A give-back's leftover, not this unlock's to answer: finished first (or kept, and this
+      // call closes nothing), then this unlock closes a section as usual.
+      // (Its members of this library, if any, were owed on their holds when it was left.)
+      retryOwedElsewhere(key, rest, "released nothing");
+      rest = null;
+    }
     if (rest == null) {
       closeSection(threadId); // a retry finishes a failed unlock, which closed its section
     }
@@ -571,7 +585,7 @@ final class MultiLock extends CompositeLock {
         }
       }
       Owed left = new Owed(List.copyOf(unsettled), List.copyOf(released), List.copyOf(notHeld),
-          List.copyOf(notHeldMembers));
+          List.copyOf(notHeldMembers), givingBack);
       keepOwed(new OwedKey(identities, threadId), left);
     }
     if (failures.isEmpty()) {
@@ -634,7 +648,7 @@ final class MultiLock extends CompositeLock {
    * @throws LockException (or what the member's unlock() threw otherwise) if it fails again:
    *     nothing is acquired and the record, as this call left it, is kept again
    */
-  private Owed retryOwedElsewhere(OwedKey key, Owed o) {
+  private Owed retryOwedElsewhere(OwedKey key, Owed o, String doneNothing) {
     if (o == null) {
       return null;
     }
@@ -651,7 +665,7 @@ final class MultiLock extends CompositeLock {
         if (failedAgain != null && failedAgain.left() != null) {
           left.set(left.indexOf(d), failedAgain.left()); // as this call left it
           RuntimeException e = failedAgain.failure();
-          throw new LockException("Multi-lock " + getName() + " acquired nothing: the release "
+          throw new LockException("Multi-lock " + getName() + " " + doneNothing + ": the release "
               + "of member '" + d.member().getName() + "' that an earlier unlock() left owed "
               + "failed again (it is tried again by the next call): " + e.getMessage(), e);
         }
@@ -660,11 +674,12 @@ final class MultiLock extends CompositeLock {
       failed = false;
     } finally {
       if (failed) {
-        keepOwed(key, new Owed(List.copyOf(left), o.released(), o.notHeld(), o.notHeldMembers()));
+        keepOwed(key, new Owed(List.copyOf(left), o.released(), o.notHeld(), o.notHeldMembers(),
+            o.givenBack()));
       }
     }
-    return left.isEmpty() ? null
-        : new Owed(List.copyOf(left), o.released(), o.notHeld(), o.notHeldMembers());
+    return left.isEmpty() ? null : new Owed(List.copyOf(left), o.released(), o.notHeld(),
+        o.notHeldMembers(), o.givenBack());
   }
 
   /**
@@ -713,7 +728,7 @@ final class MultiLock extends CompositeLock {
     }
     if (!foreign.isEmpty()) {
       keepOwed(key, new Owed(List.copyOf(foreign), owed.released(), owed.notHeld(),
-          owed.notHeldMembers()));
+          owed.notHeldMembers(), true));
     }
   }
 
@@ -744,7 +759,12 @@ final class MultiLock extends CompositeLock {
 
   @Override
   void settleFinishedUnlock(long threadId) {
-    keepOwed(new OwedKey(identities, threadId), SETTLED);
+    // A give-back's leftover becomes the application's retry record: finishing it is all that
+    // retry does (it closes no section).
+    OwedKey key = new OwedKey(identities, threadId);
+    Owed left = takeOwed(key);
+    keepOwed(key, left == null ? SETTLED : !left.givenBack() ? left
+        : new Owed(left.due(), left.released(), left.notHeld(), left.notHeldMembers(), false));
   }
 
   /** {@return the open engines' stores a record of this multi-lock may be in} */
@@ -759,6 +779,7 @@ final class MultiLock extends CompositeLock {
    * store (none open: nothing is owed any more, as closing a client ends its holds).
    */
   private void keepOwed(OwedKey key, Owed owed) {
+    ThreadRecord.take(allStores(), key); // one record only, wherever the last one was kept
     List<Map<OwedKey, ThreadRecord<Owed>>> stores =
         owed.due().stream().anyMatch(d -> foreign(d.member())) ? List.of(UNOWNED)
             : engineStores();
