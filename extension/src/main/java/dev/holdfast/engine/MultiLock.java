@@ -704,7 +704,8 @@ final class MultiLock extends CompositeLock {
    * {@link CompositeLock#giveBackSection()} says: a member of this library gives its section back
    * once more and, failing again, owes it on its hold; a RedLock or nested multi-lock does the
    * same member by member. A lock of another implementation cannot owe on a hold: its unlock()
-   * stays in the record, which the thread's next unlock() of this multi-lock finishes (a limit).
+   * stays in the record, marked as a give-back's ({@link Owed#givenBack}), which the thread's
+   * next unlock() of this multi-lock finishes before closing a section.
    */
   @Override
   void owedOnMembers(long threadId) {
